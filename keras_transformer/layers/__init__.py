@@ -1,0 +1,25 @@
+"""The Transformer's layers, one public class per module."""
+
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.position_embedding import PositionEmbedding
+from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
+from keras_transformer.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
+from keras_transformer.layers.transformer_decoder import TransformerDecoder
+from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_transformer.layers.transformer_encoder import TransformerEncoder
+from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
+
+__all__ = [
+    "FeedForward",
+    "MultiHeadAttention",
+    "PositionEmbedding",
+    "ScaledDotProductAttention",
+    "SinusoidalPositionEncoding",
+    "TokenAndPositionEmbedding",
+    "TransformerDecoder",
+    "TransformerDecoderBlock",
+    "TransformerEncoder",
+    "TransformerEncoderBlock",
+]

@@ -1,0 +1,109 @@
+import keras
+
+from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.validation import check_positive_int, check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class FeedForward(keras.layers.Layer):
+    """The position-wise feed-forward network, `FFN(x) = max(0, x W1 + b1) W2 + b2`.
+
+    Two dense layers applied to each position separately (section 3.3 of the
+    paper), with an optional dropout after the activation (fairseq's
+    "activation dropout"). The output has the input's width unless
+    `output_dim` says otherwise.
+
+    Args:
+        intermediate_dim: int, the inner width (`d_ff`, 2048 in the paper).
+        activation: activation of the inner layer. Defaults to `"relu"`.
+        dropout: float, dropout rate after the activation. Defaults to `0.0`.
+        output_dim: int, the output width. Defaults to the input width.
+        use_bias: bool, whether the dense layers have biases. Defaults to `True`.
+        kernel_initializer: initializer for the kernels. Defaults to
+            `"glorot_uniform"`.
+        bias_initializer: initializer for the biases. Defaults to `"zeros"`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Example:
+
+    >>> x = keras.random.normal((2, 5, 16))
+    >>> FeedForward(intermediate_dim=64)(x).shape
+    (2, 5, 16)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 3.3
+    """
+
+    def __init__(
+        self,
+        intermediate_dim,
+        activation="relu",
+        dropout=0.0,
+        output_dim=None,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("intermediate_dim", intermediate_dim)
+        check_positive_int("output_dim", output_dim, allow_none=True)
+        check_rate("dropout", dropout)
+        self.intermediate_dim = intermediate_dim
+        self.activation = keras.activations.get(activation)
+        self.dropout = dropout
+        self.output_dim = output_dim
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        common = dict(
+            use_bias=self.use_bias,
+            dtype=self.dtype_policy,
+        )
+        self.intermediate_dense = keras.layers.Dense(
+            self.intermediate_dim,
+            activation=self.activation,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            name="intermediate_dense",
+            **common,
+        )
+        self.intermediate_dense.build(inputs_shape)
+        self.activation_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="activation_dropout"
+        )
+        self.output_dense = keras.layers.Dense(
+            self.output_dim or inputs_shape[-1],
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            name="output_dense",
+            **common,
+        )
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        x = self.intermediate_dense(inputs)
+        x = self.activation_dropout(x, training=training)
+        return self.output_dense(x)
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape[:-1]) + (self.output_dim or inputs_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "intermediate_dim": self.intermediate_dim,
+                "activation": keras.activations.serialize(self.activation),
+                "dropout": self.dropout,
+                "output_dim": self.output_dim,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,376 @@
+import keras
+from keras import ops
+
+from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.validation import check_positive_int, check_rank, check_rate
+from keras_transformer.ops.attention import scaled_dot_product_attention
+from keras_transformer.ops.masks import causal_mask, check_mask_shape, merge_masks
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention (Vaswani et al., 2017, section 3.2.2).
+
+    `MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O` with
+    `head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`. For self-attention (the
+    same tensor passed as `query` and `value`, no `key`) the query, key and value
+    projections run as one fused matrix multiplication. The attention itself is
+    `keras_transformer.ops.scaled_dot_product_attention`, which uses the fused
+    `keras.ops.dot_product_attention` kernel when it can.
+
+    With `num_key_value_heads < num_heads` it is grouped-query attention: keys
+    and values have fewer heads, each shared by a group of query heads.
+
+    Incremental decoding: pass `cache`, a tensor of shape
+    `(batch, 2, max_length, num_key_value_heads, key_dim)` holding keys
+    (index 0) and values (index 1), and `cache_update_index`, the position of the
+    first new step. The new steps' keys and values are written at that index,
+    each new query attends causally to positions `<= cache_update_index + i`
+    (no extra mask needed), and the layer returns `(outputs, new_cache)`. With a
+    `cache` and no `cache_update_index` the cache is used as precomputed keys and
+    values (cross-attention to a fixed encoder output), see `compute_cache`.
+
+    Args:
+        num_heads: int, number of attention heads.
+        key_dim: int, size of each query/key head. Defaults to
+            `query_dim // num_heads`; a width not divisible by `num_heads` is
+            an error rather than a silent truncation.
+        value_dim: int, size of each value head. Defaults to `key_dim`.
+        num_key_value_heads: int, number of key/value heads; must divide
+            `num_heads`. Defaults to `num_heads` (plain multi-head attention).
+        dropout: float, dropout rate on the attention probabilities.
+            Defaults to `0.0`.
+        use_bias: bool, whether the projections have biases. Defaults to `True`.
+        output_dim: int, size of the output. Defaults to the query's last axis.
+        flash_attention: bool or `None`, passed to
+            `keras.ops.dot_product_attention`. Defaults to `None` (the backend
+            decides).
+        kernel_initializer: initializer for the projection kernels.
+            Defaults to `"glorot_uniform"`.
+        bias_initializer: initializer for the projection biases.
+            Defaults to `"zeros"`.
+        seed: int, seed for the attention dropout. Defaults to `None`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        query: tensor of shape `(batch, target_length, query_dim)`.
+        value: tensor of shape `(batch, source_length, value_dim_in)`. May be
+            `None` when a precomputed `cache` is given.
+        key: tensor of shape `(batch, source_length, key_dim_in)`.
+            Defaults to `value`.
+        attention_mask: boolean tensor of shape
+            `(batch, target_length, source_length)` (or broadcastable to it);
+            `True` means attend.
+        use_causal_mask: bool, whether query `i` only attends to keys `<= i`.
+        cache: key/value cache, see above.
+        cache_update_index: int or scalar tensor, see above.
+        return_attention_scores: bool, also return the attention
+            probabilities, shape `(batch, num_heads, target_length, source_length)`.
+        training: bool, whether dropout is active.
+        query_mask, value_mask, key_mask: Keras masks of shape
+            `(batch, length)`. Keras fills these from the inputs' masks; they
+            are ignored when decoding with a cache.
+
+    Returns:
+        `outputs` of shape `(batch, target_length, output_dim)`; then the
+        scores if `return_attention_scores`; then the new cache if `cache` was
+        given (as a tuple).
+
+    Example:
+
+    >>> layer = MultiHeadAttention(num_heads=2)
+    >>> x = keras.random.normal((3, 5, 8))
+    >>> layer(x, x, use_causal_mask=True).shape
+    (3, 5, 8)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Ainslie et al., 2023](https://arxiv.org/abs/2305.13245) (grouped-query attention)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim=None,
+        value_dim=None,
+        num_key_value_heads=None,
+        dropout=0.0,
+        use_bias=True,
+        output_dim=None,
+        flash_attention=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        for name, value in (
+            ("key_dim", key_dim),
+            ("value_dim", value_dim),
+            ("output_dim", output_dim),
+            ("num_key_value_heads", num_key_value_heads),
+        ):
+            if value is not None:
+                check_positive_int(name, value)
+        if num_key_value_heads is not None and num_heads % num_key_value_heads:
+            raise ValueError(
+                f"`num_key_value_heads` ({num_key_value_heads}) must divide `num_heads` "
+                f"({num_heads}): each key/value head serves an equal group of query heads. "
+                "Pick a divisor of `num_heads`."
+            )
+        check_rate("dropout", dropout)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.num_key_value_heads = num_key_value_heads
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.output_dim = output_dim
+        self.flash_attention = flash_attention
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed) if dropout > 0 else None
+        self.supports_masking = True
+
+    def _sublayer_kwargs(self):
+        return dict(
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+        )
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        check_rank("query", query_shape, 3, "`(batch, length, features)`")
+        query_dim = query_shape[-1]
+        if self.key_dim is None:
+            if query_dim % self.num_heads:
+                raise ValueError(
+                    f"The query width ({query_dim}) is not divisible by `num_heads` "
+                    f"({self.num_heads}), so `key_dim` cannot default to "
+                    "query_width // num_heads. Choose `num_heads` dividing the width or "
+                    "pass `key_dim` explicitly."
+                )
+            self._key_dim = query_dim // self.num_heads
+        else:
+            self._key_dim = self.key_dim
+        self._value_dim = self.value_dim or self._key_dim
+        self._num_kv_heads = self.num_key_value_heads or self.num_heads
+        if value_shape is None:
+            value_shape = query_shape
+        if key_shape is None:
+            key_shape = value_shape
+        bias = self.use_bias
+        self.query_dense = keras.layers.EinsumDense(
+            "abc,cde->abde",
+            output_shape=(None, self.num_heads, self._key_dim),
+            bias_axes="de" if bias else None,
+            name="query",
+            **self._sublayer_kwargs(),
+        )
+        self.query_dense.build(query_shape)
+        self.key_dense = keras.layers.EinsumDense(
+            "abc,cde->abde",
+            output_shape=(None, self._num_kv_heads, self._key_dim),
+            bias_axes="de" if bias else None,
+            name="key",
+            **self._sublayer_kwargs(),
+        )
+        self.key_dense.build(key_shape)
+        self.value_dense = keras.layers.EinsumDense(
+            "abc,cde->abde",
+            output_shape=(None, self._num_kv_heads, self._value_dim),
+            bias_axes="de" if bias else None,
+            name="value",
+            **self._sublayer_kwargs(),
+        )
+        self.value_dense.build(value_shape)
+        self._output_dim = self.output_dim or query_dim
+        self.output_dense = keras.layers.EinsumDense(
+            "abcd,cde->abe",
+            output_shape=(None, self._output_dim),
+            bias_axes="e" if bias else None,
+            name="attention_output",
+            **self._sublayer_kwargs(),
+        )
+        self.output_dense.build((None, None, self.num_heads, self._value_dim))
+        self.built = True
+
+    def _project_self_attention(self, x):
+        """Query, key and value of one input with a single matrix multiplication."""
+        dense = (self.query_dense, self.key_dense, self.value_dense)
+        heads = (self.num_heads, self._num_kv_heads, self._num_kv_heads)
+        dims = (self._key_dim, self._key_dim, self._value_dim)
+        sizes = [h * d for h, d in zip(heads, dims)]
+        width = x.shape[-1]
+        kernel = ops.concatenate(
+            [ops.reshape(ops.cast(d.kernel, x.dtype), (width, s)) for d, s in zip(dense, sizes)],
+            axis=-1,
+        )
+        batch_size, length = ops.shape(x)[0], ops.shape(x)[1]
+        projected = ops.matmul(ops.reshape(x, (-1, width)), kernel)
+        if self.use_bias:
+            bias = ops.concatenate(
+                [ops.reshape(ops.cast(d.bias, x.dtype), (s,)) for d, s in zip(dense, sizes)]
+            )
+            projected = projected + bias
+        q, k, v = ops.split(projected, [sizes[0], sizes[0] + sizes[1]], axis=-1)
+        return (
+            ops.reshape(q, (batch_size, length, heads[0], dims[0])),
+            ops.reshape(k, (batch_size, length, heads[1], dims[1])),
+            ops.reshape(v, (batch_size, length, heads[2], dims[2])),
+        )
+
+    def compute_cache(self, value, key=None):
+        """Precomputes the key/value cache for a fixed `value` (e.g. encoder outputs).
+
+        Args:
+            value: tensor of shape `(batch, source_length, features)`.
+            key: tensor of shape `(batch, source_length, features)`.
+                Defaults to `value`.
+
+        Returns:
+            A tensor of shape `(batch, 2, source_length, num_key_value_heads, key_dim)`,
+            to pass as `cache` with `cache_update_index=None`.
+        """
+        if not self.built:
+            self.build(
+                (None, None, value.shape[-1]), value.shape, None if key is None else key.shape
+            )
+        key = value if key is None else key
+        return ops.stack([self.key_dense(key), self.value_dense(value)], axis=1)
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
+        return_attention_scores=False,
+        training=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+    ):
+        check_rank("query", query.shape, 3, "`(batch, length, features)`")
+        if value is None and (cache is None or cache_update_index is not None):
+            raise ValueError(
+                "`value` is required unless a precomputed `cache` is passed without "
+                "`cache_update_index`."
+            )
+        for name, tensor in (("value", value), ("key", key)):
+            if tensor is not None:
+                check_rank(name, tensor.shape, 3, "`(batch, length, features)`")
+
+        self_attention = key is None and value is query
+        if self_attention and self._value_dim == self._key_dim:
+            q, k, v = self._project_self_attention(query)
+        else:
+            q = self.query_dense(query)
+            k = v = None
+            if cache is None or cache_update_index is not None:
+                k = self.key_dense(value if key is None else key)
+                v = self.value_dense(value)
+
+        if cache is not None:
+            if cache_update_index is None:
+                k, v = cache[:, 0], cache[:, 1]
+                new_cache = cache
+            else:
+                start = [0, cache_update_index, 0, 0]
+                k = ops.slice_update(cache[:, 0], start, ops.cast(k, cache.dtype))
+                v = ops.slice_update(cache[:, 1], start, ops.cast(v, cache.dtype))
+                new_cache = ops.stack([k, v], axis=1)
+
+        query_length, key_length = q.shape[1], k.shape[1]
+        check_mask_shape(attention_mask, query_length, key_length)
+        if cache is not None:
+            # Keras masks describe the new steps only, not the cached positions.
+            value_mask = key_mask = None
+        mask = merge_masks(
+            None if query_mask is None else ops.expand_dims(query_mask, -1),
+            None if value_mask is None else ops.expand_dims(value_mask, -2),
+            None if key_mask is None else ops.expand_dims(key_mask, -2),
+            attention_mask,
+        )
+        if cache is not None and cache_update_index is not None:
+            # Unfilled cache slots lie in every new step's future, so this also hides them.
+            filled = causal_mask(ops.shape(q)[1], ops.shape(k)[1], cache_update_index)
+            mask = merge_masks(mask, filled[None])
+        elif use_causal_mask:
+            mask = merge_masks(mask, causal_mask(ops.shape(q)[1], ops.shape(k)[1])[None])
+
+        attended = scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            mask=mask,
+            dropout=self.dropout,
+            return_attention_scores=return_attention_scores,
+            training=training,
+            seed=self.seed_generator,
+            flash_attention=self.flash_attention,
+        )
+        scores = None
+        if return_attention_scores:
+            attended, scores = attended
+        outputs = self.output_dense(attended)
+
+        results = (outputs,)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += (new_cache,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        output_dim = self.output_dim or query_shape[-1]
+        return tuple(query_shape[:-1]) + (output_dim,)
+
+    def compute_output_spec(
+        self,
+        query,
+        value=None,
+        key=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
+        return_attention_scores=False,
+        training=None,
+        **kwargs,
+    ):
+        output_shape = self.compute_output_shape(query.shape)
+        results = (keras.KerasTensor(output_shape, dtype=self.compute_dtype),)
+        if return_attention_scores:
+            source_length = (
+                cache.shape[2] if cache is not None else (value if key is None else key).shape[1]
+            )
+            scores_shape = (query.shape[0], self.num_heads, query.shape[1], source_length)
+            results += (keras.KerasTensor(scores_shape, dtype=self.compute_dtype),)
+        if cache is not None:
+            results += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
+        return results[0] if len(results) == 1 else results
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "num_key_value_heads": self.num_key_value_heads,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "output_dim": self.output_dim,
+                "flash_attention": self.flash_attention,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config

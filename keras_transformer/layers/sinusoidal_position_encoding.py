@@ -1,0 +1,85 @@
+import keras
+from keras import ops
+
+from keras_transformer.layers.validation import check_rank
+
+
+def sinusoidal_table(length, width, max_wavelength=10000.0, start_index=0):
+    """The paper's position table, `(length, width)`, in float32.
+
+    `PE[pos, 2i] = sin(pos / max_wavelength^(2i/width))` and
+    `PE[pos, 2i+1] = cos(pos / max_wavelength^(2i/width))`.
+    """
+    positions = ops.cast(ops.arange(length), "float32") + ops.cast(start_index, "float32")
+    dims = ops.arange(width)
+    exponents = ops.cast(dims - dims % 2, "float32") / float(width)
+    # Computing the angles in float32 keeps the table exact to ~1e-6 even where the
+    # compute dtype is 16-bit, where the angles alone would be off by whole radians.
+    inverse_frequencies = ops.power(float(max_wavelength), -exponents)
+    angles = positions[:, None] * inverse_frequencies[None, :]
+    even = ops.equal(dims % 2, 0)[None, :]
+    return ops.where(even, ops.sin(angles), ops.cos(angles))
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SinusoidalPositionEncoding(keras.layers.Layer):
+    """The fixed sinusoidal position encoding of the paper (section 3.5).
+
+    Returns the table `PE[pos, 2i] = sin(pos / 10000^(2i/d))`,
+    `PE[pos, 2i+1] = cos(pos / 10000^(2i/d))` for the positions of the input,
+    broadcast to the input's shape, to be added to the embeddings. The table is
+    computed in float32 and cast to the compute dtype at the end, so it stays
+    accurate under `mixed_float16` and `mixed_bfloat16`. It has no weights and
+    works for any length.
+
+    Args:
+        max_wavelength: float, the longest wavelength, `10000` in the paper.
+            Defaults to `10000`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor `(batch, length, width)` (or `(length, width)`), e.g.
+            the token embeddings.
+        start_index: int or scalar tensor, position of the first step (for
+            incremental decoding). Defaults to `0`.
+
+    Example:
+
+    >>> embeddings = keras.random.normal((2, 10, 16))
+    >>> outputs = embeddings + SinusoidalPositionEncoding()(embeddings)
+    >>> outputs.shape
+    (2, 10, 16)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 3.5
+    """
+
+    def __init__(self, max_wavelength=10000, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(max_wavelength, bool) or not isinstance(max_wavelength, (int, float)):
+            raise ValueError(
+                f"`max_wavelength` must be a positive number. Received: {max_wavelength!r}."
+            )
+        if max_wavelength <= 1:
+            raise ValueError(
+                f"`max_wavelength` must be greater than 1. Received: {max_wavelength!r}."
+            )
+        self.max_wavelength = max_wavelength
+        self.supports_masking = True
+        self.built = True
+
+    def call(self, inputs, start_index=0):
+        if len(inputs.shape) not in (2, 3):
+            check_rank("inputs", inputs.shape, 3, "`(batch, length, width)`")
+        shape = ops.shape(inputs)
+        width = inputs.shape[-1]
+        table = sinusoidal_table(shape[-2], width, self.max_wavelength, start_index)
+        return ops.broadcast_to(ops.cast(table, self.compute_dtype), shape)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config["max_wavelength"] = self.max_wavelength
+        return config

@@ -1,0 +1,188 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.position_embedding import PositionEmbedding
+from keras_transformer.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from keras_transformer.layers.validation import (
+    check_one_of,
+    check_positive_int,
+    check_rank,
+    check_rate,
+)
+
+POSITIONS = ("sinusoidal", "learned", None)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenAndPositionEmbedding(keras.layers.Layer):
+    """Token embedding scaled by √d, plus position encoding, plus dropout.
+
+    The input layer of the paper's encoder and decoder: "In the embedding
+    layers, we multiply those weights by √d_model" (section 3.4), then add the
+    positional encoding (section 3.5) and apply dropout (section 5.4). The
+    token matrix can be reused as the output projection (`attend`), which is
+    how the paper ties the pre-softmax linear transformation to the embedding.
+
+    The default token initializer is `RandomNormal(stddev=embedding_dim**-0.5)`,
+    so that the scaled embedding has unit variance like the position table.
+
+    Args:
+        vocabulary_size: int, number of tokens.
+        embedding_dim: int, the model width `d_model`.
+        sequence_length: int, longest sequence; required for
+            `position="learned"`, ignored otherwise. Defaults to `None`.
+        position: `"sinusoidal"` (the paper), `"learned"` or `None` (no
+            positions). Defaults to `"sinusoidal"`.
+        scale_embeddings: bool, multiply the token embeddings by
+            `sqrt(embedding_dim)`. Defaults to `True`.
+        mask_zero: bool, whether token id 0 is padding: the layer then
+            produces a Keras mask. Defaults to `True`.
+        dropout: float, dropout rate on the sum. Defaults to `0.0`.
+        max_wavelength: float, for the sinusoidal table. Defaults to `10000`.
+        embeddings_initializer: initializer for the token matrix. Defaults to
+            `None`, meaning `RandomNormal(stddev=embedding_dim**-0.5)`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: int tensor `(batch, length)` of token ids.
+        start_index: int or scalar tensor, position of the first token (for
+            incremental decoding). Defaults to `0`.
+        training: bool, whether dropout is active.
+
+    Example:
+
+    >>> layer = TokenAndPositionEmbedding(vocabulary_size=100, embedding_dim=16)
+    >>> ids = keras.ops.convert_to_tensor([[5, 7, 9, 0]])
+    >>> hidden = layer(ids)
+    >>> hidden.shape
+    (1, 4, 16)
+    >>> layer.attend(hidden).shape  # logits against the tied embedding
+    (1, 4, 100)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), sections 3.4, 3.5
+        - [Press & Wolf, 2017](https://arxiv.org/abs/1608.05859) (tied embeddings)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim,
+        sequence_length=None,
+        position="sinusoidal",
+        scale_embeddings=True,
+        mask_zero=True,
+        dropout=0.0,
+        max_wavelength=10000,
+        embeddings_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("vocabulary_size", vocabulary_size)
+        check_positive_int("embedding_dim", embedding_dim)
+        check_positive_int("sequence_length", sequence_length, allow_none=True)
+        check_one_of("position", position, POSITIONS)
+        check_rate("dropout", dropout)
+        if position == "learned" and sequence_length is None:
+            raise ValueError(
+                '`position="learned"` needs `sequence_length`, the size of the learned table. '
+                'Pass `sequence_length=...` or use `position="sinusoidal"`.'
+            )
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.sequence_length = sequence_length
+        self.position = position
+        self.scale_embeddings = scale_embeddings
+        self.mask_zero = mask_zero
+        self.dropout = dropout
+        self.max_wavelength = max_wavelength
+        self.embeddings_initializer = (
+            None
+            if embeddings_initializer is None
+            else keras.initializers.get(embeddings_initializer)
+        )
+        self.supports_masking = mask_zero
+
+    def build(self, inputs_shape):
+        check_rank("inputs", inputs_shape, 2, "`(batch, length)` of token ids")
+        initializer = self.embeddings_initializer or keras.initializers.RandomNormal(
+            stddev=self.embedding_dim**-0.5
+        )
+        self.token_embedding = keras.layers.Embedding(
+            self.vocabulary_size,
+            self.embedding_dim,
+            embeddings_initializer=initializer,
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.token_embedding.build(inputs_shape)
+        hidden_shape = tuple(inputs_shape) + (self.embedding_dim,)
+        if self.position == "sinusoidal":
+            self.position_embedding = SinusoidalPositionEncoding(
+                self.max_wavelength, dtype=self.dtype_policy, name="position_encoding"
+            )
+        elif self.position == "learned":
+            self.position_embedding = PositionEmbedding(
+                self.sequence_length, dtype=self.dtype_policy, name="position_embedding"
+            )
+        else:
+            self.position_embedding = None
+        if self.position_embedding is not None:
+            self.position_embedding.build(hidden_shape)
+        self.embedding_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="embedding_dropout"
+        )
+        self.built = True
+
+    @property
+    def embeddings(self):
+        """The token matrix, `(vocabulary_size, embedding_dim)`."""
+        return self.token_embedding.embeddings
+
+    def call(self, inputs, start_index=0, training=None):
+        check_rank("inputs", inputs.shape, 2, "`(batch, length)` of token ids")
+        x = self.token_embedding(inputs)
+        if self.scale_embeddings:
+            x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def attend(self, inputs):
+        """Logits `inputs @ embeddingsᵀ`, shape `(..., vocabulary_size)`, in the input dtype.
+
+        The output projection tied to the token embedding (section 3.4).
+        """
+        embeddings = ops.cast(self.token_embedding.embeddings, inputs.dtype)
+        return ops.matmul(inputs, ops.transpose(embeddings))
+
+    def compute_mask(self, inputs, mask=None):
+        if not self.mask_zero:
+            return None
+        return ops.not_equal(inputs, 0)
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape) + (self.embedding_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "sequence_length": self.sequence_length,
+                "position": self.position,
+                "scale_embeddings": self.scale_embeddings,
+                "mask_zero": self.mask_zero,
+                "dropout": self.dropout,
+                "max_wavelength": self.max_wavelength,
+                "embeddings_initializer": (
+                    None
+                    if self.embeddings_initializer is None
+                    else keras.initializers.serialize(self.embeddings_initializer)
+                ),
+            }
+        )
+        return config

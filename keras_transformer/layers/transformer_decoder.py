@@ -1,0 +1,151 @@
+import keras
+from keras import ops
+
+from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_transformer.layers.transformer_stack_base import TransformerStackBase
+from keras_transformer.layers.validation import check_rank
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerDecoder(TransformerStackBase):
+    """The paper's decoder: a stack of `num_layers` `TransformerDecoderBlock`s.
+
+    With `norm_first=True` (pre-norm) a final layer normalization is applied
+    to the output of the last block. For incremental decoding the caches of
+    all blocks are stacked on axis 1:
+    `(batch, num_layers, 2, max_length, num_key_value_heads, key_dim)`; build the
+    cross-attention cache once with `compute_cross_attention_cache` and an
+    empty self-attention cache with `initial_self_attention_cache`.
+
+    Args:
+        num_layers: int, number of blocks (6 in the paper).
+        num_heads: int, number of attention heads.
+        intermediate_dim: int, inner width of the feed-forward networks.
+        **kwargs: every other `TransformerDecoderBlock` argument (including
+            `cross_attention`) and the base layer arguments.
+
+    Call arguments:
+        Those of `TransformerDecoderBlock`, with stacked caches. Returns
+        `outputs`; then the list of each block's scores dicts if
+        `return_attention_scores`; then `(self_attention_cache,
+        cross_attention_cache)` if `self_attention_cache` was given.
+
+    Example:
+
+    >>> x = keras.random.normal((2, 5, 16))
+    >>> memory = keras.random.normal((2, 7, 16))
+    >>> decoder = TransformerDecoder(num_layers=2, num_heads=4, intermediate_dim=32)
+    >>> decoder(x, memory).shape
+    (2, 5, 16)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 3.1
+    """
+
+    block_class = TransformerDecoderBlock
+
+    def build(self, inputs_shape, encoder_outputs_shape=None):
+        check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
+        self._build_blocks(inputs_shape, encoder_outputs_shape)
+
+    def _cache_shape(self, batch_size, length, width):
+        attention = self.blocks[0].self_attention
+        return (batch_size, self.num_layers, 2, length, attention._num_kv_heads, attention._key_dim)
+
+    def initial_self_attention_cache(self, batch_size, max_length, dtype=None):
+        """Zeros of shape `(batch, num_layers, 2, max_length, kv_heads, key_dim)`."""
+        shape = self._cache_shape(batch_size, max_length, None)
+        return ops.zeros(shape, dtype=dtype or self.compute_dtype)
+
+    def compute_cross_attention_cache(self, encoder_outputs):
+        """Keys and values of `encoder_outputs` for every block, computed once."""
+        return ops.stack(
+            [block.cross_attention_layer.compute_cache(encoder_outputs) for block in self.blocks],
+            axis=1,
+        )
+
+    def call(
+        self,
+        inputs,
+        encoder_outputs=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        use_causal_mask=True,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        cache_update_index=None,
+        training=None,
+        return_attention_scores=False,
+        decoder_attention_mask=None,
+        encoder_attention_mask=None,
+    ):
+        x = inputs
+        all_scores, self_caches, cross_caches = [], [], []
+        for i, block in enumerate(self.blocks):
+            outputs = block(
+                x,
+                encoder_outputs,
+                decoder_padding_mask=decoder_padding_mask,
+                encoder_padding_mask=encoder_padding_mask,
+                use_causal_mask=use_causal_mask,
+                self_attention_cache=(
+                    None if self_attention_cache is None else self_attention_cache[:, i]
+                ),
+                cross_attention_cache=(
+                    None if cross_attention_cache is None else cross_attention_cache[:, i]
+                ),
+                cache_update_index=cache_update_index,
+                training=training,
+                return_attention_scores=return_attention_scores,
+                decoder_attention_mask=decoder_attention_mask,
+                encoder_attention_mask=encoder_attention_mask,
+            )
+            if not isinstance(outputs, tuple):
+                x = outputs
+                continue
+            x, rest = outputs[0], outputs[1:]
+            if return_attention_scores:
+                all_scores.append(rest[0])
+                rest = rest[1:]
+            if self_attention_cache is not None:
+                self_caches.append(rest[0])
+        x = self._finish(x)
+        results = (x,)
+        if return_attention_scores:
+            results += (all_scores,)
+        if self_attention_cache is not None:
+            results += (ops.stack(self_caches, axis=1), cross_attention_cache)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_spec(
+        self,
+        inputs,
+        encoder_outputs=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        return_attention_scores=False,
+        **kwargs,
+    ):
+        block_spec = TransformerDecoderBlock.compute_output_spec(
+            self.blocks[0],
+            inputs,
+            encoder_outputs,
+            self_attention_cache=(
+                None if self_attention_cache is None else self_attention_cache[:, 0]
+            ),
+            cross_attention_cache=(
+                None if cross_attention_cache is None else cross_attention_cache[:, 0]
+            ),
+            return_attention_scores=return_attention_scores,
+        )
+        if not isinstance(block_spec, tuple):
+            return block_spec
+        results = (block_spec[0],)
+        if return_attention_scores:
+            results += ([block_spec[1]] * self.num_layers,)
+        if self_attention_cache is not None:
+            results += (
+                keras.KerasTensor(self_attention_cache.shape, dtype=self_attention_cache.dtype),
+                cross_attention_cache,
+            )
+        return results[0] if len(results) == 1 else results

@@ -1,0 +1,121 @@
+import keras
+
+from keras_transformer.layers.transformer_block_base import TransformerBlockBase
+from keras_transformer.layers.validation import check_rank
+from keras_transformer.ops.masks import (
+    check_mask_shape,
+    get_keras_mask,
+    merge_masks,
+    padding_to_attention_mask,
+)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerEncoderBlock(TransformerBlockBase):
+    """One encoder layer of the paper: self-attention, then a feed-forward network.
+
+    Each sub-layer has a residual connection, dropout and layer normalization.
+    `norm_first=False` is the paper's post-norm, `LayerNorm(x + Dropout(F(x)))`;
+    `norm_first=True` is pre-norm, `x + Dropout(F(LayerNorm(x)))`, which trains
+    more stably without warm-up (Xiong et al., 2020); stack pre-norm blocks with
+    `TransformerEncoder`, which adds the final layer norm.
+
+    Args:
+        num_heads: int, number of attention heads.
+        intermediate_dim: int, inner width of the feed-forward network.
+        dropout: float, residual dropout on each sub-layer's output (`P_drop`,
+            0.1 in the paper). Defaults to `0.1`.
+        attention_dropout: float, dropout on the attention probabilities.
+            Defaults to `0.0`.
+        activation_dropout: float, dropout after the feed-forward activation.
+            Defaults to `0.0`.
+        activation: feed-forward activation. Defaults to `"relu"`.
+        norm_first: bool, pre-norm instead of the paper's post-norm.
+            Defaults to `False`.
+        layer_norm_epsilon: float. Defaults to `1e-6`.
+        key_dim: int, size of each attention head. Defaults to
+            `width // num_heads`.
+        num_key_value_heads: int, key/value heads for grouped-query attention.
+            Defaults to `num_heads`.
+        kernel_initializer: initializer for all kernels. Defaults to
+            `"glorot_uniform"`.
+        bias_initializer: initializer for all biases. Defaults to `"zeros"`.
+        flash_attention: bool or `None`, see `MultiHeadAttention`.
+            Defaults to `None`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor `(batch, length, width)`.
+        padding_mask: boolean tensor `(batch, length)`, `False` at padding.
+            Defaults to the Keras mask of `inputs`.
+        attention_mask: boolean tensor `(batch, length, length)`.
+        training: bool, whether dropout is active.
+        return_attention_scores: bool, also return the attention
+            probabilities `(batch, num_heads, length, length)`.
+
+    Example:
+
+    >>> x = keras.random.normal((2, 6, 16))
+    >>> TransformerEncoderBlock(num_heads=4, intermediate_dim=32)(x).shape
+    (2, 6, 16)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 3.1
+        - [Xiong et al., 2020](https://arxiv.org/abs/2002.04745) (pre-norm)
+    """
+
+    def build(self, inputs_shape):
+        check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
+        self._check_width(inputs_shape[-1])
+        self.self_attention = self._attention("self_attention")
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm", inputs_shape)
+        self.self_attention_dropout = self._dropout("self_attention_dropout")
+        self._build_feed_forward(inputs_shape)
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        check_rank("inputs", inputs.shape, 3, "`(batch, length, width)`")
+        length = inputs.shape[1]
+        check_mask_shape(padding_mask, None, length, name="padding_mask", ranks=(2,))
+        check_mask_shape(attention_mask, length, length)
+        if padding_mask is None:
+            padding_mask = get_keras_mask(inputs)
+        mask = merge_masks(
+            None if padding_mask is None else padding_to_attention_mask(padding_mask),
+            attention_mask,
+        )
+        x, extras = self._residual(
+            inputs,
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+            lambda h: self.self_attention(
+                h,
+                h,
+                attention_mask=mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            ),
+            training,
+        )
+        x = self._feed_forward_residual(x, training)
+        if return_attention_scores:
+            return x, extras[0]
+        return x
+
+    def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        length = inputs.shape[1]
+        scores = keras.KerasTensor(
+            (inputs.shape[0], self.num_heads, length, length), dtype=self.compute_dtype
+        )
+        return outputs, scores

@@ -1,0 +1,164 @@
+"""Scaled dot-product attention, softmax(QKᵀ/√d_k)V (Vaswani et al., 2017, eq. 1)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.ops.masks import causal_mask, check_mask_shape, merge_masks
+
+# A large negative logit instead of -inf: a row with every key masked then gives a
+# uniform (finite) softmax, which is zeroed afterwards instead of turning into NaN.
+_MASKED_LOGIT = -1e9
+
+
+def _as_rank4_mask(mask):
+    """Reshapes a mask to broadcast against `(batch, heads, T, S)` logits."""
+    mask = ops.cast(mask, "bool")
+    rank = len(mask.shape)
+    if rank == 2:  # (T, S)
+        return mask[None, None, :, :]
+    if rank == 3:  # (B, T, S)
+        return ops.expand_dims(mask, axis=1)
+    if rank == 4:
+        return mask
+    raise ValueError(f"`mask` must have rank 2, 3 or 4. Received: mask.shape={mask.shape}.")
+
+
+def _check_inputs(query, key, value):
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        if len(tensor.shape) != 4:
+            raise ValueError(
+                f"`{name}` must have rank 4, `(batch, length, num_heads, head_dim)`. "
+                f"Received: {name}.shape={tuple(tensor.shape)}. Reshape the projected "
+                "tensor to split the heads, or use `MultiHeadAttention`."
+            )
+    q_dim, k_dim = query.shape[-1], key.shape[-1]
+    if q_dim is not None and k_dim is not None and q_dim != k_dim:
+        raise ValueError(
+            "`query` and `key` must have the same head size (last axis) to be dotted; "
+            f"received query.shape={tuple(query.shape)} and key.shape={tuple(key.shape)}. "
+            "Project them to a common `key_dim` first."
+        )
+    k_len, v_len = key.shape[1], value.shape[1]
+    if k_len is not None and v_len is not None and k_len != v_len:
+        raise ValueError(
+            "`key` and `value` must have the same length (axis 1); received "
+            f"key.shape={tuple(key.shape)} and value.shape={tuple(value.shape)}."
+        )
+    if key.shape[2] != value.shape[2]:
+        raise ValueError(
+            "`key` and `value` must have the same number of heads (axis 2); received "
+            f"key.shape={tuple(key.shape)} and value.shape={tuple(value.shape)}."
+        )
+    q_heads, kv_heads = query.shape[2], key.shape[2]
+    if q_heads is not None and kv_heads is not None and q_heads % kv_heads:
+        raise ValueError(
+            f"The number of query heads ({q_heads}) must be a multiple of the number of "
+            f"key/value heads ({kv_heads}) for grouped-query attention."
+        )
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    mask=None,
+    is_causal=False,
+    dropout=0.0,
+    return_attention_scores=False,
+    training=None,
+    scale=None,
+    seed=None,
+    flash_attention=None,
+):
+    """Scaled dot-product attention, `softmax(Q Kᵀ / √d_k) V`.
+
+    Uses the fused `keras.ops.dot_product_attention` (a flash kernel where the
+    backend and device have one) when no dropout is active and no attention
+    scores are requested, and an explicit einsum-softmax-einsum path otherwise.
+    Both compute the softmax in float32 whatever the input dtype. Query rows
+    whose keys are all masked return zeros (and zero scores), never NaN.
+
+    Grouped-query attention: `key` and `value` may have fewer heads than
+    `query`, as long as they divide it; each key/value head then serves a group
+    of consecutive query heads.
+
+    Args:
+        query: tensor of shape `(batch, target_length, num_heads, head_dim)`.
+        key: tensor of shape `(batch, source_length, num_kv_heads, head_dim)`.
+        value: tensor of shape `(batch, source_length, num_kv_heads, value_dim)`.
+        mask: optional boolean tensor broadcastable to
+            `(batch, num_heads, target_length, source_length)`; rank 2 `(T, S)`
+            and rank 3 `(B, T, S)` masks are accepted too. `True` means attend.
+            Defaults to `None`.
+        is_causal: bool, whether query `i` may only attend to keys `<= i`.
+            Defaults to `False`.
+        dropout: float in `[0, 1)`, dropout rate on the attention
+            probabilities, active only when `training` is truthy. Defaults to `0.0`.
+        return_attention_scores: bool, also return the attention probabilities
+            of shape `(batch, num_heads, target_length, source_length)`.
+            Defaults to `False`.
+        training: bool, whether dropout is active. Defaults to `None` (inactive).
+        scale: float, the logit scale. Defaults to `1 / sqrt(head_dim)`.
+        seed: int or `keras.random.SeedGenerator` for the dropout. Defaults to `None`.
+        flash_attention: bool or `None`, passed to
+            `keras.ops.dot_product_attention`. Defaults to `None` (backend decides).
+
+    Returns:
+        The attended values, shape `(batch, target_length, num_heads, value_dim)`,
+        or a tuple `(values, scores)` with `return_attention_scores=True`.
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, section 3.2.1.
+    """
+    query = ops.convert_to_tensor(query)
+    key = ops.convert_to_tensor(key, dtype=query.dtype)
+    value = ops.convert_to_tensor(value, dtype=query.dtype)
+    _check_inputs(query, key, value)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}.")
+
+    head_dim = query.shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_dim)
+
+    if mask is not None:
+        mask = ops.convert_to_tensor(mask)
+        check_mask_shape(mask, query.shape[1], key.shape[1], name="mask", ranks=(2, 3, 4))
+        mask = _as_rank4_mask(mask)
+    if is_causal:
+        causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1])[None, None, :, :]
+        mask = merge_masks(mask, causal)
+
+    num_heads, num_kv_heads = query.shape[2], key.shape[2]
+    if num_kv_heads != num_heads:
+        key = ops.repeat(key, num_heads // num_kv_heads, axis=2)
+        value = ops.repeat(value, num_heads // num_kv_heads, axis=2)
+
+    dropout_active = bool(training) and dropout > 0.0
+    if not dropout_active and not return_attention_scores:
+        outputs = ops.dot_product_attention(
+            query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
+        )
+        if mask is not None:
+            # The fused kernel spreads a fully masked row uniformly; zero it instead.
+            row_valid = ops.any(mask, axis=-1)  # (B|1, H|1, T)
+            row_valid = ops.transpose(row_valid, (0, 2, 1))[..., None]
+            outputs = outputs * ops.cast(row_valid, outputs.dtype)
+        return outputs
+
+    logits = ops.einsum("btnh,bsnh->bnts", query, key)
+    logits = ops.cast(logits, "float32") * scale
+    if mask is not None:
+        logits = ops.where(mask, logits, _MASKED_LOGIT)
+    probs = ops.softmax(logits, axis=-1)
+    if mask is not None:
+        probs = probs * ops.cast(ops.any(mask, axis=-1, keepdims=True), probs.dtype)
+    scores = probs
+    if dropout_active:
+        probs = keras.random.dropout(probs, dropout, seed=seed)
+    outputs = ops.einsum("bnts,bsnh->btnh", ops.cast(probs, value.dtype), value)
+    if return_attention_scores:
+        return outputs, ops.cast(scores, query.dtype)
+    return outputs

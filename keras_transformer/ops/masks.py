@@ -1,0 +1,79 @@
+"""Boolean attention masks: `True` means "may attend", `False` means "masked out"."""
+
+from keras import ops
+
+try:  # Keras keeps masks in a side table for tensors that take no attributes (JAX arrays).
+    from keras.src.backend import get_keras_mask as _get_keras_mask
+except ImportError:  # pragma: no cover - older/newer Keras without the private helper
+    _get_keras_mask = None
+
+
+def get_keras_mask(x):
+    """Returns the Keras mask attached to `x` by a previous layer, or `None`."""
+    if x is None:
+        return None
+    if _get_keras_mask is not None:
+        return _get_keras_mask(x)
+    return getattr(x, "_keras_mask", None)
+
+
+def causal_mask(query_length, key_length=None, start_index=0):
+    """Lower-triangular mask of shape `(query_length, key_length)`.
+
+    Query `i` sits at absolute position `start_index + i` and may attend to keys
+    `0 .. start_index + i`. With `start_index=0` and equal lengths this is the
+    usual `tril` of the paper's decoder.
+
+    Args:
+        query_length: int or scalar tensor, number of query positions.
+        key_length: int or scalar tensor, number of key positions. Defaults to
+            `query_length`.
+        start_index: int or scalar tensor, absolute position of the first query
+            (the decoding step when a cache is used). Defaults to `0`.
+    """
+    if key_length is None:
+        key_length = query_length
+    rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
+    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
+    return ops.less_equal(cols, rows + ops.cast(start_index, "int32"))
+
+
+def padding_to_attention_mask(padding_mask):
+    """`(batch, key_length)` padding mask → `(batch, 1, key_length)` attention mask.
+
+    Padded keys are masked for every query; padded queries still attend to the
+    real keys, so no row is fully masked.
+    """
+    padding_mask = ops.cast(padding_mask, "bool")
+    return ops.expand_dims(padding_mask, axis=1)
+
+
+def merge_masks(*masks):
+    """Logical AND of the masks that are not `None` (broadcasting), or `None`."""
+    merged = None
+    for mask in masks:
+        if mask is None:
+            continue
+        mask = ops.cast(mask, "bool")
+        merged = mask if merged is None else ops.logical_and(merged, mask)
+    return merged
+
+
+def check_mask_shape(mask, query_length, key_length, name="attention_mask", ranks=(2, 3)):
+    """Raises a `ValueError` naming `name` if `mask` cannot broadcast to `(..., T, S)`."""
+    if mask is None:
+        return
+    shape = tuple(mask.shape)
+    expected = f"(batch_size, {query_length}, {key_length})"
+    if len(shape) not in ranks:
+        raise ValueError(
+            f"`{name}` must have rank {' or '.join(map(str, ranks))} and broadcast to "
+            f"{expected}. Received: {name}.shape={shape}. Pass a boolean mask whose last "
+            "two axes are the query and key lengths."
+        )
+    for dim, size, what in ((shape[-2], query_length, "query"), (shape[-1], key_length, "key")):
+        if dim is not None and size is not None and dim not in (1, size):
+            raise ValueError(
+                f"`{name}` must broadcast to {expected}, but its {what} axis has length "
+                f"{dim} instead of {size}. Received: {name}.shape={shape}."
+            )
