@@ -80,7 +80,7 @@ class TransformerDecoder(TransformerStackBase):
         encoder_attention_mask=None,
     ):
         x = inputs
-        all_scores, self_caches, cross_caches = [], [], []
+        all_scores, self_caches = [], []
         for i, block in enumerate(self.blocks):
             outputs = block(
                 x,
