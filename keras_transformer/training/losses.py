@@ -1,0 +1,188 @@
+"""Label-smoothed cross-entropy over padded token sequences."""
+
+import numbers
+
+import keras
+from keras import ops
+
+try:  # Keras keeps masks in a side table for tensors that take no attributes (JAX arrays).
+    from keras.src.backend import set_keras_mask as _set_keras_mask
+except ImportError:  # pragma: no cover - Keras versions without the private helper
+    _set_keras_mask = None
+
+
+def _attach_mask(x, mask):
+    if _set_keras_mask is not None:
+        _set_keras_mask(x, mask)
+    else:  # pragma: no cover
+        x._keras_mask = mask
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LabelSmoothedCrossEntropy(keras.losses.Loss):
+    """Token-level cross-entropy with label smoothing and padding ignored.
+
+    Takes sparse integer labels `y_true` of shape `(batch, length)` and
+    per-token logits (or probabilities) `y_pred` of shape
+    `(batch, length, vocab_size)`.
+
+    Smoothing convention: with `ε = label_smoothing` and `V = vocab_size`, the
+    target distribution is `(1 - ε) · onehot(label) + ε / V` on every class,
+    so the true class gets `1 - ε + ε / V` and each other class `ε / V`. The
+    per-token loss is the cross-entropy against that target,
+
+    ```
+    loss = (1 - ε) · (-log p[label]) + ε · mean_k(-log p[k])
+    ```
+
+    This is the convention of `keras.losses.CategoricalCrossentropy(label_smoothing=...)`
+    and Szegedy et al.; fairseq's `label_smoothed_cross_entropy` instead spreads
+    `ε / (V - 1)` over the wrong classes only, which differs by `O(ε / V)`. The
+    loss is a cross-entropy, not a KL divergence, so with `ε > 0` its minimum
+    is the target's entropy rather than zero.
+
+    Padding: tokens whose label equals `pad_id` contribute nothing, and
+    the default `"sum_over_batch_size"` reduction divides by the number of
+    non-pad tokens, so appending padding never changes the loss. A Keras mask
+    carried by `y_pred` (e.g. from `Embedding(mask_zero=True)`) is combined
+    with the padding mask by logical AND, so a position masked by both is
+    still dropped once. Sample weights multiply the per-token losses; a weight
+    of shape `(batch,)` weighs whole sequences. A batch with no non-pad token
+    gives a loss of `0`.
+
+    The computation runs in float32 whatever the dtype of `y_pred` (e.g.
+    float16 or bfloat16 logits under mixed precision).
+
+    Args:
+        label_smoothing: float in `[0, 1)`, the smoothing mass `ε`. `0` gives
+            the plain sparse categorical cross-entropy. Defaults to `0.1`,
+            the paper's value.
+        pad_id: int or `None`, the label of padding tokens, which are ignored.
+            `None` counts every token. Defaults to `0`.
+        from_logits: bool, whether `y_pred` holds logits (`True`) or
+            probabilities that sum to one over the last axis (`False`).
+            Defaults to `True`.
+        reduction: the Keras reduction: `"sum_over_batch_size"` or `"mean"`
+            (mean over non-pad tokens), `"mean_with_sample_weight"` (divide by
+            the summed weights of non-pad tokens), `"sum"`, or `None`/`"none"`
+            (per-token losses of shape `(batch, length)`, zero at padding).
+            Defaults to `"sum_over_batch_size"`.
+        name: string, the loss name. Defaults to `"label_smoothed_cross_entropy"`.
+
+    Example:
+
+    ```python
+    loss = LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=0)
+    labels = np.array([[5, 7, 2, 0, 0]])  # two trailing pad tokens
+    logits = np.random.normal(size=(1, 5, 32)).astype("float32")
+    loss(labels, logits)  # mean over the three real tokens
+
+    model.compile(optimizer=paper_optimizer(512), loss=loss)
+    ```
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, section 5.4.
+        Szegedy et al., "Rethinking the Inception Architecture for Computer
+        Vision", 2016, section 7.
+    """
+
+    def __init__(
+        self,
+        label_smoothing=0.1,
+        pad_id=0,
+        from_logits=True,
+        reduction="sum_over_batch_size",
+        name="label_smoothed_cross_entropy",
+    ):
+        if (
+            isinstance(label_smoothing, bool)
+            or not isinstance(label_smoothing, numbers.Real)
+            or not 0 <= label_smoothing < 1
+        ):
+            raise ValueError(
+                "`label_smoothing` must be a float in [0, 1). "
+                f"Received: label_smoothing={label_smoothing!r}. Use 0.1 for the paper's "
+                "setting, or 0 to disable smoothing."
+            )
+        if pad_id is not None and (
+            isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral)
+        ):
+            raise ValueError(
+                f"`pad_id` must be an integer token id or `None`. Received: pad_id={pad_id!r}. "
+                "Pass the id your tokenizer uses for padding, or `None` to count every token."
+            )
+        if not isinstance(from_logits, bool):
+            raise ValueError(
+                f"`from_logits` must be a bool. Received: from_logits={from_logits!r}. "
+                "Use `True` when `y_pred` holds unnormalised scores."
+            )
+        # float32 whatever the global floatx or the logits' dtype: log-softmax
+        # and the sum over the vocabulary lose too much precision in 16 bits.
+        super().__init__(name=name, reduction=reduction, dtype="float32")
+        self.label_smoothing = float(label_smoothing)
+        self.pad_id = None if pad_id is None else int(pad_id)
+        self.from_logits = from_logits
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if sample_weight is not None:
+            # Keras only lines up weights that differ from the losses by a
+            # trailing axis of size 1; give per-sequence `(batch,)` weights
+            # trailing axes so that they broadcast over the tokens.
+            sample_weight = ops.convert_to_tensor(sample_weight)
+            while len(sample_weight.shape) < ops.ndim(y_pred) - 1:
+                sample_weight = ops.expand_dims(sample_weight, -1)
+        return super().__call__(y_true, y_pred, sample_weight=sample_weight)
+
+    def call(self, y_true, y_pred):
+        y_pred = ops.cast(ops.convert_to_tensor(y_pred), "float32")
+        y_true = ops.convert_to_tensor(y_true)
+        if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
+            y_true = ops.squeeze(y_true, axis=-1)
+        if len(y_true.shape) != len(y_pred.shape) - 1:
+            raise ValueError(
+                "`y_true` must hold sparse integer labels with one axis fewer than "
+                "`y_pred`, e.g. `(batch, length)` labels for `(batch, length, vocab_size)` "
+                f"predictions. Received: y_true.shape={tuple(y_true.shape)}, "
+                f"y_pred.shape={tuple(y_pred.shape)}."
+            )
+        # Keras hands labels over as float32; token ids are exact there below 2**24.
+        labels = ops.cast(y_true, "int32")
+
+        if self.from_logits:
+            log_probs = ops.log_softmax(y_pred, axis=-1)
+        else:
+            log_probs = ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))
+
+        valid = None
+        if self.pad_id is not None:
+            valid = ops.not_equal(labels, self.pad_id)
+            # A pad id outside [0, vocab_size) (e.g. -100) must not reach the
+            # gather, which fails or clamps depending on the backend.
+            labels = ops.where(valid, labels, ops.zeros_like(labels))
+
+        true_log_probs = ops.take_along_axis(log_probs, ops.expand_dims(labels, -1), axis=-1)
+        losses = -ops.squeeze(true_log_probs, axis=-1)
+        if self.label_smoothing > 0:
+            # ε/V on each of the V classes sums to ε times the mean over classes.
+            smooth = -ops.mean(log_probs, axis=-1)
+            losses = (1.0 - self.label_smoothing) * losses + self.label_smoothing * smooth
+
+        if valid is not None:
+            # `where`, not a multiplication: log-probabilities at padded
+            # positions may be -inf (e.g. zero probabilities), and 0 * inf is NaN.
+            losses = ops.where(valid, losses, ops.zeros_like(losses))
+            # The base class ANDs this with any Keras mask on `y_pred` and
+            # averages over the surviving tokens only.
+            _attach_mask(losses, valid)
+        return losses
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "label_smoothing": self.label_smoothing,
+                "pad_id": self.pad_id,
+                "from_logits": self.from_logits,
+            }
+        )
+        return config

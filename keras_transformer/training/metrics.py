@@ -1,0 +1,99 @@
+"""Token accuracy over padded sequences."""
+
+import numbers
+
+import keras
+from keras import ops
+
+from keras_transformer.ops import get_keras_mask
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedAccuracy(keras.metrics.Metric):
+    """Fraction of non-pad tokens whose arg-max prediction is the label.
+
+    Takes sparse integer labels `y_true` of shape `(batch, length)` and
+    per-token scores (logits or probabilities) `y_pred` of shape
+    `(batch, length, vocab_size)`. The metric is stateful: it accumulates the
+    number of correct tokens and the number of counted tokens over every batch
+    seen since the last `reset_state()`, so the result is a token-weighted
+    accuracy rather than a mean of per-batch accuracies.
+
+    A token is counted when its label differs from `pad_id` and, if `y_pred`
+    carries a Keras mask, when that mask is `True`. Sample weights of shape
+    `(batch,)` or `(batch, length)` weigh both counts.
+
+    Args:
+        pad_id: int or `None`, the label of padding tokens, which are not
+            counted. `None` counts every token. Defaults to `0`.
+        name: string, the metric name. Defaults to `"masked_accuracy"`.
+        dtype: the dtype of the result. Defaults to `None` (the global floatx).
+
+    Example:
+
+    ```python
+    metric = MaskedAccuracy(pad_id=0)
+    metric.update_state([[3, 1, 0]], one_hot_scores)  # two real tokens
+    metric.result()
+
+    model.compile(loss=LabelSmoothedCrossEntropy(), metrics=[MaskedAccuracy()])
+    ```
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017.
+    """
+
+    def __init__(self, pad_id=0, name="masked_accuracy", dtype=None):
+        if pad_id is not None and (
+            isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral)
+        ):
+            raise ValueError(
+                f"`pad_id` must be an integer token id or `None`. Received: pad_id={pad_id!r}. "
+                "Pass the id your tokenizer uses for padding, or `None` to count every token."
+            )
+        super().__init__(name=name, dtype=dtype)
+        self.pad_id = None if pad_id is None else int(pad_id)
+        # float32 counters even under a float16 policy, which counts exactly only to 2048.
+        self.correct = self.add_variable(
+            shape=(), initializer="zeros", dtype="float32", name="correct"
+        )
+        self.count = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        keras_mask = get_keras_mask(y_pred)
+        y_pred = ops.convert_to_tensor(y_pred)
+        y_true = ops.convert_to_tensor(y_true)
+        if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
+            y_true = ops.squeeze(y_true, axis=-1)
+        if len(y_true.shape) != len(y_pred.shape) - 1:
+            raise ValueError(
+                "`y_true` must hold sparse integer labels with one axis fewer than "
+                "`y_pred`, e.g. `(batch, length)` labels for `(batch, length, vocab_size)` "
+                f"predictions. Received: y_true.shape={tuple(y_true.shape)}, "
+                f"y_pred.shape={tuple(y_pred.shape)}."
+            )
+        labels = ops.cast(y_true, "int32")
+        predictions = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+
+        weights = ops.ones(ops.shape(labels), dtype="float32")
+        if self.pad_id is not None:
+            weights = weights * ops.cast(ops.not_equal(labels, self.pad_id), "float32")
+        if keras_mask is not None:
+            weights = weights * ops.cast(keras_mask, "float32")
+        if sample_weight is not None:
+            sample_weight = ops.cast(ops.convert_to_tensor(sample_weight), "float32")
+            while len(sample_weight.shape) < len(weights.shape):
+                sample_weight = ops.expand_dims(sample_weight, -1)
+            weights = weights * sample_weight
+
+        hits = ops.cast(ops.equal(predictions, labels), "float32")
+        self.correct.assign_add(ops.sum(hits * weights))
+        self.count.assign_add(ops.sum(weights))
+
+    def result(self):
+        return ops.cast(ops.divide_no_nan(self.correct, self.count), self.dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config["pad_id"] = self.pad_id
+        return config
