@@ -195,6 +195,9 @@ class MultiHeadAttention(keras.layers.Layer):
             **self._sublayer_kwargs(),
         )
         self.output_dense.build((None, None, self.num_heads, self._value_dim))
+        for projection in (self.query_dense, self.key_dense, self.value_dense):
+            # Masks are applied to the attention weights; the projections pass them through.
+            projection.supports_masking = True
         self.built = True
 
     def _project_self_attention(self, x):
