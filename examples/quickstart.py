@@ -12,7 +12,6 @@ import time
 
 import keras
 import numpy as np
-from keras import ops
 
 from keras_transformer.layers import (
     TokenAndPositionEmbedding,

@@ -1,0 +1,1 @@
+"""Multi30k English→German translation example."""

@@ -1,0 +1,244 @@
+"""tf.data pipeline: sentence pairs → token-budget batches for teacher-forced training."""
+
+import tensorflow as tf
+
+_TOKENIZE_CHUNK = 1024
+
+
+def length_bucket_boundaries(max_length, min_length=8, step=1.1):
+    """Geometric bucket boundaries for batching sequences of similar length.
+
+    Boundaries start at `min_length` and grow by `step` (by at least 1), so short
+    sequences get fine buckets and long ones coarse buckets, keeping padding to
+    roughly `step - 1` of the tokens. Bucket `i` holds lengths in
+    `[boundaries[i - 1], boundaries[i])`.
+
+    Args:
+        max_length: int, longest sequence to bucket; the last boundary is
+            `max_length + 1`.
+        min_length: int, first boundary. Defaults to `8`.
+        step: float > 1, growth factor between boundaries. Defaults to `1.1`.
+
+    Returns:
+        A sorted list of int boundaries, the last being `max_length + 1`.
+
+    Example:
+
+    >>> length_bucket_boundaries(12)
+    [8, 9, 10, 11, 12, 13]
+    """
+    if step <= 1:
+        raise ValueError(f"`step` must be > 1. Received: step={step}")
+    if min_length < 1 or max_length < 1:
+        raise ValueError(
+            f"`min_length` and `max_length` must be >= 1. Received: min_length={min_length}, "
+            f"max_length={max_length}"
+        )
+    boundaries = []
+    boundary = min_length
+    while boundary <= max_length:
+        boundaries.append(boundary)
+        boundary = max(boundary + 1, int(boundary * step))
+    boundaries.append(max_length + 1)
+    return boundaries
+
+
+def _truncated(ids, max_length):
+    if max_length is None:
+        return ids
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+        raise ValueError(
+            f"`max_length` must be None or an int >= 2 (room for one token and a special "
+            f"id). Received: max_length={max_length!r}"
+        )
+    # Cut the sentence, not the special ids, so sequences still end in `end_id`.
+    return ids[:, : max_length - 1]
+
+
+def tokenize_source(tokenizer, texts, max_length=None):
+    """Encoder input ids: the subword ids of each source sentence, then `end_id`.
+
+    Use it both for training data and at translation time so the encoder always sees
+    the same format.
+
+    Args:
+        tokenizer: a `SubwordTokenizer`.
+        texts: str tensor (or list of str) of shape `(batch,)`.
+        max_length: int, cut each sentence so that the output, end id included, is
+            at most this long. Defaults to `None` (no limit).
+
+    Returns:
+        An int32 `tf.RaggedTensor` of shape `(batch, None)`.
+
+    Example:
+
+    >>> tokenize_source(tokenizer, ["Two dogs."])[0, -1].numpy() == tokenizer.end_id
+    True
+    """
+    ids = _truncated(tokenizer.tokenize(texts), max_length)
+    end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
+    return tf.concat([ids, end], axis=1)
+
+
+def tokenize_target(tokenizer, texts, max_length=None):
+    """Teacher-forcing decoder inputs and labels for target sentences.
+
+    Decoder inputs are `[start_id] + ids` and labels are `ids + [end_id]`, so the
+    decoder at position `t` sees the target up to `t - 1` and predicts token `t`.
+
+    Args:
+        tokenizer: a `SubwordTokenizer`.
+        texts: str tensor (or list of str) of shape `(batch,)`.
+        max_length: int, cut each sentence so that both outputs are at most this
+            long. Defaults to `None` (no limit).
+
+    Returns:
+        `(decoder_inputs, labels)`, two int32 `tf.RaggedTensor`s of shape
+        `(batch, None)` with equal row lengths.
+
+    Example:
+
+    >>> decoder_inputs, labels = tokenize_target(tokenizer, ["Zwei Hunde."])
+    >>> bool(tf.reduce_all(decoder_inputs[0, 1:] == labels[0, :-1]))
+    True
+    """
+    ids = _truncated(tokenizer.tokenize(texts), max_length)
+    start = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.start_id, tf.int32))
+    end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
+    return tf.concat([start, ids], axis=1), tf.concat([ids, end], axis=1)
+
+
+def _as_pair_dataset(pairs):
+    if isinstance(pairs, tf.data.Dataset):
+        return pairs
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("`pairs` is empty; pass (source, target) sentence pairs.")
+    if any(not isinstance(pair, (tuple, list)) or len(pair) != 2 for pair in pairs):
+        raise ValueError(
+            "`pairs` must hold (source, target) string pairs, e.g. the output of "
+            f"`load_multi30k`. Received first item: {pairs[0]!r}"
+        )
+    sources, targets = zip(*pairs)
+    return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
+
+
+def make_translation_dataset(
+    pairs,
+    tokenizer,
+    tokens_per_batch=4096,
+    max_length=256,
+    truncate=False,
+    shuffle=False,
+    shuffle_buffer_size=32768,
+    seed=None,
+    pad_to_bucket_boundary=False,
+    cache=True,
+):
+    """Batches of (source, target) sentence pairs for teacher-forced training.
+
+    Each pair is tokenized (`tokenize_source`: source ids + `end_id`;
+    `tokenize_target`: `start_id` + target ids as decoder input, target ids +
+    `end_id` as labels), grouped into a
+    bucket of similar length (`length_bucket_boundaries(max_length)`) and batched so
+    that a batch holds at most `tokens_per_batch` tokens on each side, padding
+    included, like the paper's ~25,000 source + 25,000 target tokens per batch.
+    Short sentences therefore come in large batches and long ones in small batches;
+    the last batch of a bucket may be smaller.
+
+    Args:
+        pairs: list of `(source, target)` str pairs (e.g. from `load_multi30k`), or a
+            `tf.data.Dataset` of `(source, target)` scalar `tf.string` pairs.
+        tokenizer: a `SubwordTokenizer`.
+        tokens_per_batch: int, token budget per side: `batch * length` of the padded
+            encoder input and of the padded decoder input each stay within it.
+            Defaults to `4096`.
+        max_length: int, longest encoder input (source + end id) and decoder input
+            (start id + target) kept. Must be <= `tokens_per_batch`. Defaults to `256`.
+        truncate: bool, cut over-long sentences to `max_length` (the end id stays
+            last) instead of dropping the pair. Defaults to `False` (drop).
+        shuffle: bool, shuffle the pairs before bucketing, differently each epoch;
+            use for training. Defaults to `False`.
+        shuffle_buffer_size: int, shuffle buffer in pairs. Defaults to `32768` (all of
+            Multi30k train).
+        seed: int, shuffle seed. Defaults to `None` (random).
+        pad_to_bucket_boundary: bool, pad every batch of a bucket to the bucket's
+            largest length (encoder and decoder alike) instead of to the batch's
+            longest sequence, so only a few dozen shapes occur; this avoids
+            retracing under XLA / JAX. Defaults to `False`.
+        cache: bool, keep the tokenized pairs in memory after the first pass.
+            Defaults to `True`.
+
+    Returns:
+        A `tf.data.Dataset` of `({"encoder_token_ids": [B, S], "decoder_token_ids":
+        [B, T]}, labels [B, T])`, all int32 and padded with `pad_id` (0). `labels` are
+        the decoder inputs shifted left by one: `decoder_token_ids[:, 1:] ==
+        labels[:, :-1]` wherever `decoder_token_ids[:, 1:]` is not padding, and each
+        row of `labels` ends in `end_id`.
+
+    Example:
+
+    >>> pairs = load_multi30k("train")
+    >>> tokenizer = SubwordTokenizer.train([s for pair in pairs for s in pair])
+    >>> dataset = make_translation_dataset(pairs, tokenizer, shuffle=True)
+    >>> inputs, labels = next(iter(dataset))
+    """
+    for name, value in (("tokens_per_batch", tokens_per_batch), ("max_length", max_length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            raise ValueError(f"`{name}` must be an int >= 2. Received: {name}={value!r}")
+    if max_length > tokens_per_batch:
+        raise ValueError(
+            f"`max_length` ({max_length}) must be <= `tokens_per_batch` ({tokens_per_batch}), "
+            "or a single pair could not fit in a batch. Raise `tokens_per_batch` or lower "
+            "`max_length`."
+        )
+    pad_id = tokenizer.pad_id
+    if pad_id != 0:
+        raise ValueError(f"The tokenizer's `pad_id` must be 0. Received: pad_id={pad_id}")
+
+    cut_to = max_length if truncate else None
+
+    def tokenize(sources, targets):
+        encoder_ids = tokenize_source(tokenizer, sources, max_length=cut_to)
+        decoder_ids, labels = tokenize_target(tokenizer, targets, max_length=cut_to)
+        return encoder_ids, decoder_ids, labels
+
+    dataset = _as_pair_dataset(pairs)
+    # Tokenizing a chunk at a time is much faster than one sentence per call.
+    dataset = dataset.batch(_TOKENIZE_CHUNK).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    # Unbatching ragged rows yields rank-1 "ragged" specs that `padded_batch` rejects;
+    # passing them through a map turns them into plain tensors.
+    dataset = dataset.unbatch().map(lambda *ids: ids)
+    if not truncate:
+        dataset = dataset.filter(
+            lambda encoder_ids, decoder_ids, labels: tf.logical_and(
+                tf.size(encoder_ids) <= max_length, tf.size(decoder_ids) <= max_length
+            )
+        )
+    if cache:
+        dataset = dataset.cache()
+    if shuffle:
+        dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+
+    boundaries = length_bucket_boundaries(max_length)
+    # A bucket's sequences are at most `boundary - 1` long, so this many fit the budget.
+    batch_sizes = [tokens_per_batch // (boundary - 1) for boundary in boundaries]
+    batch_sizes.append(batch_sizes[-1])  # Never used: lengths stop at max_length.
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=lambda encoder_ids, decoder_ids, labels: tf.maximum(
+            tf.size(encoder_ids), tf.size(decoder_ids)
+        ),
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=batch_sizes,
+        padded_shapes=([None], [None], [None]),
+        padding_values=(pad_id, pad_id, pad_id),
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+    )
+    dataset = dataset.map(
+        lambda encoder_ids, decoder_ids, labels: (
+            {"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids},
+            labels,
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)

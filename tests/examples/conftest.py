@@ -1,0 +1,9 @@
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keras_state():
+    """Overrides the suite-wide fixture: these tests build no Keras objects, and its
+    `keras.backend.clear_session()` (a full `gc.collect()`, ~0.6 s) doubled their run time.
+    `test_tokenizer_survives_clear_session` covers the interaction explicitly."""
+    yield

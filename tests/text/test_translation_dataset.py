@@ -1,0 +1,196 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from examples.translation.data import load_multi30k
+from keras_transformer.text.subword_tokenizer import SubwordTokenizer
+from keras_transformer.text.translation_dataset import (
+    length_bucket_boundaries,
+    make_translation_dataset,
+    tokenize_source,
+    tokenize_target,
+)
+
+START, END, PAD = 2, 3, 0
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return load_multi30k("train", limit=2000)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(pairs):
+    return SubwordTokenizer.train([s for pair in pairs for s in pair], vocabulary_size=2000)
+
+
+def _batches(dataset):
+    return [
+        (x["encoder_token_ids"].numpy(), x["decoder_token_ids"].numpy(), y.numpy())
+        for x, y in dataset
+    ]
+
+
+def _rows(batches):
+    """Unpadded (encoder, decoder, labels) rows of every batch."""
+    rows = []
+    for encoder, decoder, labels in batches:
+        for e, d, y in zip(encoder, decoder, labels):
+            rows.append((e[e != PAD].tolist(), d[d != PAD].tolist(), y[y != PAD].tolist()))
+    return rows
+
+
+def test_length_bucket_boundaries():
+    assert length_bucket_boundaries(12) == [8, 9, 10, 11, 12, 13]
+    boundaries = length_bucket_boundaries(256)
+    assert boundaries[:3] == [8, 9, 10] and boundaries[-2:] == [236, 257]
+    assert len(boundaries) == 42 and boundaries == sorted(set(boundaries))
+    assert length_bucket_boundaries(5) == [6]
+    with pytest.raises(ValueError, match="`step`"):
+        length_bucket_boundaries(10, step=1.0)
+
+
+def test_tokenize_source_and_target(tokenizer):
+    texts = ["Two dogs play.", "Zwei Hunde spielen im Schnee."]
+    ids = tokenizer.tokenize(texts).to_list()
+    assert tokenize_source(tokenizer, texts).to_list() == [row + [END] for row in ids]
+    decoder, labels = tokenize_target(tokenizer, texts)
+    assert decoder.to_list() == [[START] + row for row in ids]
+    assert labels.to_list() == [row + [END] for row in ids]
+    short = tokenize_source(tokenizer, texts, max_length=3).to_list()
+    assert short == [row[:2] + [END] for row in ids]
+    decoder, labels = tokenize_target(tokenizer, texts, max_length=3)
+    assert decoder.to_list() == [[START] + row[:2] for row in ids]
+    assert labels.to_list() == [row[:2] + [END] for row in ids]
+    with pytest.raises(ValueError, match="`max_length`"):
+        tokenize_source(tokenizer, texts, max_length=1)
+
+
+def test_batches_structure_and_teacher_forcing(pairs, tokenizer):
+    budget = 512
+    dataset = make_translation_dataset(pairs, tokenizer, tokens_per_batch=budget, max_length=64)
+    assert dataset.element_spec[0]["encoder_token_ids"].dtype == tf.int32
+    assert dataset.element_spec[0]["decoder_token_ids"].dtype == tf.int32
+    assert dataset.element_spec[1].dtype == tf.int32
+    batches = _batches(dataset)
+    assert len(batches) > 10
+    for encoder, decoder, labels in batches:
+        assert encoder.dtype == decoder.dtype == labels.dtype == np.int32
+        assert encoder.ndim == decoder.ndim == 2 and decoder.shape == labels.shape
+        assert encoder.shape[0] == decoder.shape[0]
+        # The budget counts padding too, on each side.
+        assert encoder.size <= budget and decoder.size <= budget
+        # Padding is 0 and only trails the sequence.
+        for ids in (encoder, decoder, labels):
+            lengths = (ids != PAD).sum(axis=1)
+            positions = np.arange(ids.shape[1])
+            np.testing.assert_array_equal(ids != PAD, positions[None, :] < lengths[:, None])
+        assert (decoder[:, 0] == START).all()
+        np.testing.assert_array_equal((decoder != PAD).sum(1), (labels != PAD).sum(1))
+        last = (labels != PAD).sum(1) - 1
+        np.testing.assert_array_equal(labels[np.arange(len(labels)), last], END)
+        last = (encoder != PAD).sum(1) - 1
+        np.testing.assert_array_equal(encoder[np.arange(len(encoder)), last], END)
+        # Labels are the decoder inputs shifted left by one.
+        following = decoder[:, 1:] != PAD
+        np.testing.assert_array_equal(decoder[:, 1:][following], labels[:, :-1][following])
+        assert ((encoder == START).sum(), (decoder == END).sum(), (labels == START).sum()) == (
+            0,
+            0,
+            0,
+        )
+
+
+def test_every_pair_appears_once_and_decodes_back(pairs, tokenizer):
+    subset = pairs[:300]
+    rows = _rows(_batches(make_translation_dataset(subset, tokenizer, tokens_per_batch=256)))
+    assert len(rows) == 300
+    sources = tokenizer.decode(tf.ragged.constant([e for e, _, _ in rows]))
+    targets = tokenizer.decode(tf.ragged.constant([d for _, d, _ in rows]))
+    assert sorted(zip(sources, targets)) == sorted(subset)
+
+
+def test_max_length_drops_long_pairs(pairs, tokenizer):
+    max_length = 16
+    source = tokenize_source(tokenizer, [s for s, _ in pairs]).row_lengths().numpy()
+    decoder, _ = tokenize_target(tokenizer, [t for _, t in pairs])
+    keep = (source <= max_length) & (decoder.row_lengths().numpy() <= max_length)
+    assert 0 < keep.sum() < len(pairs)
+    batches = _batches(
+        make_translation_dataset(pairs, tokenizer, tokens_per_batch=512, max_length=max_length)
+    )
+    assert sum(len(e) for e, _, _ in batches) == keep.sum()
+    assert max(max(e.shape[1], d.shape[1]) for e, d, _ in batches) <= max_length
+
+
+def test_max_length_truncates_keeping_special_ids(pairs, tokenizer):
+    max_length = 10
+    batches = _batches(
+        make_translation_dataset(
+            pairs[:500], tokenizer, tokens_per_batch=512, max_length=max_length, truncate=True
+        )
+    )
+    rows = _rows(batches)
+    assert len(rows) == 500
+    assert max(max(len(e), len(d)) for e, d, _ in rows) == max_length
+    assert all(e[-1] == END and d[0] == START and y[-1] == END for e, d, y in rows)
+    assert all(d[1:] == y[:-1] for _, d, y in rows)
+
+
+def test_shuffle_changes_order_not_content(pairs, tokenizer):
+    subset = pairs[:400]
+    dataset = make_translation_dataset(
+        subset, tokenizer, tokens_per_batch=256, shuffle=True, seed=7
+    )
+    first, second = _rows(_batches(dataset)), _rows(_batches(dataset))
+    plain = _rows(_batches(make_translation_dataset(subset, tokenizer, tokens_per_batch=256)))
+    assert first != second and first != plain
+    assert sorted(first) == sorted(second) == sorted(plain)
+    again = make_translation_dataset(subset, tokenizer, tokens_per_batch=256, shuffle=True, seed=7)
+    assert _rows(_batches(again)) == first
+
+
+def test_pad_to_bucket_boundary_gives_few_shapes(pairs, tokenizer):
+    max_length = 64
+    batches = _batches(
+        make_translation_dataset(
+            pairs,
+            tokenizer,
+            tokens_per_batch=512,
+            max_length=max_length,
+            pad_to_bucket_boundary=True,
+        )
+    )
+    allowed = {boundary - 1 for boundary in length_bucket_boundaries(max_length)}
+    for encoder, decoder, labels in batches:
+        assert encoder.shape[1] == decoder.shape[1] == labels.shape[1]
+        assert encoder.shape[1] in allowed
+        assert encoder.size <= 512
+    assert len({e.shape for e, _, _ in batches}) <= 2 * len(allowed)
+
+
+def test_accepts_a_dataset_of_string_pairs(pairs, tokenizer):
+    subset = pairs[:100]
+    source = tf.data.Dataset.from_tensor_slices(([s for s, _ in subset], [t for _, t in subset]))
+    from_dataset = _rows(_batches(make_translation_dataset(source, tokenizer, cache=False)))
+    assert from_dataset == _rows(_batches(make_translation_dataset(subset, tokenizer)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"tokens_per_batch": 100, "max_length": 200}, "must be <= `tokens_per_batch`"),
+        ({"tokens_per_batch": 0}, "`tokens_per_batch`"),
+        ({"max_length": 1}, "`max_length`"),
+    ],
+)
+def test_bad_arguments_raise(pairs, tokenizer, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_translation_dataset(pairs[:10], tokenizer, **kwargs)
+
+
+def test_bad_pairs_raise(tokenizer):
+    with pytest.raises(ValueError, match="`pairs` is empty"):
+        make_translation_dataset([], tokenizer)
+    with pytest.raises(ValueError, match=r"\(source, target\)"):
+        make_translation_dataset(["just a sentence"], tokenizer)
