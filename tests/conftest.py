@@ -14,7 +14,8 @@ def _fresh_keras_state():
     keras.utils.set_random_seed(1234)
     yield
     keras.config.set_dtype_policy("float32")
-    keras.backend.clear_session()
+    # Skipping the full gc.collect() saves ~0.6 s per test; names and global state still reset.
+    keras.backend.clear_session(free_memory=False)
 
 
 @pytest.fixture
