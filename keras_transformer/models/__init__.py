@@ -1,0 +1,7 @@
+"""Models built from the layers: encoder-decoder, encoder classifier, decoder-only LM."""
+
+from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_transformer.models.transformer_classifier import TransformerClassifier
+from keras_transformer.models.transformer_lm import TransformerLM
+
+__all__ = ["Seq2SeqTransformer", "TransformerClassifier", "TransformerLM"]

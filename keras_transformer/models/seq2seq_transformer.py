@@ -1,0 +1,268 @@
+import keras
+
+from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
+from keras_transformer.layers.transformer_decoder import TransformerDecoder
+from keras_transformer.layers.transformer_encoder import TransformerEncoder
+from keras_transformer.models.transformer_model_base import TransformerModelBase
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Seq2SeqTransformer(TransformerModelBase):
+    """The paper's encoder-decoder Transformer for sequence-to-sequence tasks.
+
+    Token embeddings (scaled by √d) plus positions feed an encoder stack; the
+    decoder stack attends causally to its own prefix and to the encoder output;
+    a linear layer (by default the target embedding matrix, tied) gives the next
+    token logits. Padding (`pad_id`) is masked in both stacks. Logits are
+    float32 even under mixed precision.
+
+    Inputs are a dict `{"encoder_token_ids": (batch, source_length),
+    "decoder_token_ids": (batch, target_length)}` of int token ids (teacher
+    forcing: the decoder ids are the targets shifted right behind a start
+    token); the output is `(batch, target_length, target_vocabulary_size)`
+    logits.
+
+    Args:
+        source_vocabulary_size: int, size of the source vocabulary.
+        target_vocabulary_size: int, size of the target vocabulary. Defaults
+            to `source_vocabulary_size`.
+        num_encoder_layers: int. Defaults to `6`.
+        num_decoder_layers: int. Defaults to `6`.
+        hidden_dim: int, `d_model`. Defaults to `512`.
+        num_heads: int. Defaults to `8`.
+        intermediate_dim: int, `d_ff`. Defaults to `2048`.
+        dropout: float, `P_drop` on embeddings and every sub-layer output.
+            Defaults to `0.1`.
+        max_sequence_length: int, the longest sequence; required with
+            `position="learned"`. Defaults to `None`.
+        position: `"sinusoidal"`, `"learned"` or `None`. Defaults to `"sinusoidal"`.
+        norm_first: bool, pre-norm instead of the paper's post-norm.
+            Defaults to `False`.
+        share_embeddings: bool, one embedding matrix for source and target (a
+            shared vocabulary, as the paper's English-German model). Defaults
+            to `False`.
+        tie_output_embeddings: bool, use the target embedding matrix as the
+            output projection (section 3.4). Defaults to `True`.
+        pad_id: int, the padding token id. Defaults to `0`.
+        attention_dropout: float. Defaults to `0.0`.
+        activation_dropout: float. Defaults to `0.0`.
+        activation: feed-forward activation. Defaults to `"relu"`.
+        layer_norm_epsilon: float. Defaults to `1e-6`.
+        num_key_value_heads: int, for grouped-query attention. Defaults to `None`.
+        **kwargs: base model arguments such as `name` and `dtype` (a dtype
+            policy such as `"mixed_bfloat16"`).
+
+    Example:
+
+    >>> model = Seq2SeqTransformer(100, num_encoder_layers=1, num_decoder_layers=1,
+    ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
+    >>> logits = model({"encoder_token_ids": keras.ops.ones((2, 7), "int32"),
+    ...                 "decoder_token_ids": keras.ops.ones((2, 5), "int32")})
+    >>> logits.shape
+    (2, 5, 100)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+    """
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size=None,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        hidden_dim=512,
+        num_heads=8,
+        intermediate_dim=2048,
+        dropout=0.1,
+        max_sequence_length=None,
+        position="sinusoidal",
+        norm_first=False,
+        share_embeddings=False,
+        tie_output_embeddings=True,
+        pad_id=0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        num_key_value_heads=None,
+        **kwargs,
+    ):
+        super().__init__(pad_id=pad_id, **kwargs)
+        target_vocabulary_size = target_vocabulary_size or source_vocabulary_size
+        self._check_dims(
+            source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
+            num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers,
+            hidden_dim=hidden_dim,
+        )
+        if share_embeddings and source_vocabulary_size != target_vocabulary_size:
+            raise ValueError(
+                "`share_embeddings=True` needs one vocabulary for source and target, but "
+                f"source_vocabulary_size={source_vocabulary_size} and "
+                f"target_vocabulary_size={target_vocabulary_size}. Use a shared vocabulary "
+                "or `share_embeddings=False`."
+            )
+        self.source_vocabulary_size = source_vocabulary_size
+        self.target_vocabulary_size = target_vocabulary_size
+        self.num_encoder_layers = num_encoder_layers
+        self.num_decoder_layers = num_decoder_layers
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.max_sequence_length = max_sequence_length
+        self.position = position
+        self.norm_first = norm_first
+        self.share_embeddings = share_embeddings
+        self.tie_output_embeddings = tie_output_embeddings
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.num_key_value_heads = num_key_value_heads
+
+        embedding_args = dict(
+            embedding_dim=hidden_dim,
+            sequence_length=max_sequence_length,
+            position=position,
+            mask_zero=False,  # padding masks come from `pad_id`, passed explicitly
+            dropout=dropout,
+            dtype=self.dtype_policy,
+        )
+        self.source_embedding = TokenAndPositionEmbedding(
+            source_vocabulary_size, name="source_embedding", **embedding_args
+        )
+        self.target_embedding = (
+            self.source_embedding
+            if share_embeddings
+            else TokenAndPositionEmbedding(
+                target_vocabulary_size, name="target_embedding", **embedding_args
+            )
+        )
+        block_args = dict(
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            activation=activation,
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            num_key_value_heads=num_key_value_heads,
+            dtype=self.dtype_policy,
+        )
+        self.encoder = TransformerEncoder(num_encoder_layers, name="encoder", **block_args)
+        self.decoder = TransformerDecoder(num_decoder_layers, name="decoder", **block_args)
+        self.output_projection = None
+        if not tie_output_embeddings:
+            self.output_projection = keras.layers.Dense(
+                target_vocabulary_size, dtype=self.dtype_policy, name="output_projection"
+            )
+        self.build()
+
+    def _build_layers(self):
+        hidden_shape = (None, None, self.hidden_dim)
+        self.source_embedding.build((None, None))
+        if not self.share_embeddings:
+            self.target_embedding.build((None, None))
+        self.encoder.build(hidden_shape)
+        self.decoder.build(hidden_shape, hidden_shape)
+        if self.output_projection is not None:
+            self.output_projection.build(hidden_shape)
+
+    def encode(self, encoder_token_ids, training=None):
+        """Runs the encoder; returns `(encoder_outputs, encoder_padding_mask)`."""
+        padding_mask = self.padding_mask(encoder_token_ids)
+        x = self.source_embedding(encoder_token_ids, training=training)
+        return self.encoder(x, padding_mask=padding_mask, training=training), padding_mask
+
+    def project(self, hidden):
+        """Decoder hidden states → float32 logits over the target vocabulary."""
+        if self.output_projection is None:
+            return self.float32_logits(self.target_embedding.attend(hidden))
+        return self.float32_logits(self.output_projection(hidden))
+
+    def decode(self, decoder_token_ids, encoder_outputs, encoder_padding_mask=None, training=None):
+        """Runs the decoder over a whole target prefix; returns logits."""
+        x = self.target_embedding(decoder_token_ids, training=training)
+        x = self.decoder(
+            x,
+            encoder_outputs,
+            decoder_padding_mask=self.padding_mask(decoder_token_ids),
+            encoder_padding_mask=encoder_padding_mask,
+            training=training,
+        )
+        return self.project(x)
+
+    def initial_cache(self, encoder_outputs, max_length):
+        """`(self_attention_cache, cross_attention_cache)` for incremental decoding.
+
+        The self-attention cache is zeros for `max_length` steps; the
+        cross-attention cache holds the encoder output's keys and values,
+        computed once.
+        """
+        batch_size = keras.ops.shape(encoder_outputs)[0]
+        self_cache = self.decoder.initial_self_attention_cache(batch_size, max_length)
+        return self_cache, self.decoder.compute_cross_attention_cache(encoder_outputs)
+
+    def decode_step(
+        self,
+        decoder_token_ids,
+        self_attention_cache,
+        cross_attention_cache,
+        cache_update_index,
+        encoder_padding_mask=None,
+    ):
+        """Decodes new steps with the caches; returns `(logits, self_attention_cache)`.
+
+        `decoder_token_ids` `(batch, new_steps)` sit at positions
+        `cache_update_index ...`; their keys and values are written into the
+        self-attention cache.
+        """
+        x = self.target_embedding(decoder_token_ids, start_index=cache_update_index)
+        x, self_attention_cache, _ = self.decoder(
+            x,
+            None,
+            encoder_padding_mask=encoder_padding_mask,
+            self_attention_cache=self_attention_cache,
+            cross_attention_cache=cross_attention_cache,
+            cache_update_index=cache_update_index,
+        )
+        return self.project(x), self_attention_cache
+
+    def call(self, inputs, training=None):
+        encoder_outputs, encoder_padding_mask = self.encode(
+            inputs["encoder_token_ids"], training=training
+        )
+        return self.decode(
+            inputs["decoder_token_ids"], encoder_outputs, encoder_padding_mask, training=training
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "source_vocabulary_size": self.source_vocabulary_size,
+                "target_vocabulary_size": self.target_vocabulary_size,
+                "num_encoder_layers": self.num_encoder_layers,
+                "num_decoder_layers": self.num_decoder_layers,
+                "hidden_dim": self.hidden_dim,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "max_sequence_length": self.max_sequence_length,
+                "position": self.position,
+                "norm_first": self.norm_first,
+                "share_embeddings": self.share_embeddings,
+                "tie_output_embeddings": self.tie_output_embeddings,
+                "pad_id": self.pad_id,
+                "attention_dropout": self.attention_dropout,
+                "activation_dropout": self.activation_dropout,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "num_key_value_heads": self.num_key_value_heads,
+            }
+        )
+        return config

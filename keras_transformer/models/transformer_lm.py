@@ -1,0 +1,181 @@
+import keras
+
+from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
+from keras_transformer.layers.transformer_decoder import TransformerDecoder
+from keras_transformer.models.transformer_model_base import TransformerModelBase
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerLM(TransformerModelBase):
+    """A decoder-only (GPT-style) Transformer language model.
+
+    The paper's decoder without cross-attention: token embeddings (×√d) plus
+    positions, a stack of causal self-attention blocks, and logits over the
+    vocabulary (tied to the embedding by default). Padding (`pad_id`) is masked.
+    Logits are float32 even under mixed precision.
+
+    Inputs are int token ids `(batch, length)` (or a dict with key
+    `"token_ids"`); the output is `(batch, length, vocabulary_size)` logits
+    for the next token at each position.
+
+    Args:
+        vocabulary_size: int.
+        num_layers: int, number of decoder blocks.
+        hidden_dim: int, `d_model`. Defaults to `512`.
+        num_heads: int. Defaults to `8`.
+        intermediate_dim: int, `d_ff`. Defaults to `2048`.
+        dropout: float. Defaults to `0.1`.
+        max_sequence_length: int; required with `position="learned"`.
+            Defaults to `None`.
+        position: `"sinusoidal"`, `"learned"` or `None`. Defaults to `"sinusoidal"`.
+        norm_first: bool, pre-norm (as GPT-2) instead of post-norm.
+            Defaults to `False`.
+        tie_output_embeddings: bool. Defaults to `True`.
+        pad_id: int. Defaults to `0`.
+        attention_dropout: float. Defaults to `0.0`.
+        activation_dropout: float. Defaults to `0.0`.
+        activation: feed-forward activation. Defaults to `"relu"`.
+        layer_norm_epsilon: float. Defaults to `1e-6`.
+        num_key_value_heads: int, for grouped-query attention. Defaults to `None`.
+        **kwargs: base model arguments such as `name` and `dtype`.
+
+    Example:
+
+    >>> lm = TransformerLM(100, num_layers=2, hidden_dim=16, num_heads=2,
+    ...                    intermediate_dim=32)
+    >>> lm(keras.ops.ones((2, 7), "int32")).shape
+    (2, 7, 100)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        hidden_dim=512,
+        num_heads=8,
+        intermediate_dim=2048,
+        dropout=0.1,
+        max_sequence_length=None,
+        position="sinusoidal",
+        norm_first=False,
+        tie_output_embeddings=True,
+        pad_id=0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        num_key_value_heads=None,
+        **kwargs,
+    ):
+        super().__init__(pad_id=pad_id, **kwargs)
+        self._check_dims(
+            vocabulary_size=vocabulary_size, num_layers=num_layers, hidden_dim=hidden_dim
+        )
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.max_sequence_length = max_sequence_length
+        self.position = position
+        self.norm_first = norm_first
+        self.tie_output_embeddings = tie_output_embeddings
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.num_key_value_heads = num_key_value_heads
+
+        self.embedding = TokenAndPositionEmbedding(
+            vocabulary_size,
+            hidden_dim,
+            sequence_length=max_sequence_length,
+            position=position,
+            mask_zero=False,
+            dropout=dropout,
+            dtype=self.dtype_policy,
+            name="embedding",
+        )
+        self.decoder = TransformerDecoder(
+            num_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            activation=activation,
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            num_key_value_heads=num_key_value_heads,
+            cross_attention=False,
+            dtype=self.dtype_policy,
+            name="decoder",
+        )
+        self.output_projection = None
+        if not tie_output_embeddings:
+            self.output_projection = keras.layers.Dense(
+                vocabulary_size, dtype=self.dtype_policy, name="output_projection"
+            )
+        self.build()
+
+    def _build_layers(self):
+        hidden_shape = (None, None, self.hidden_dim)
+        self.embedding.build((None, None))
+        self.decoder.build(hidden_shape)
+        if self.output_projection is not None:
+            self.output_projection.build(hidden_shape)
+
+    def project(self, hidden):
+        """Hidden states → float32 logits over the vocabulary."""
+        if self.output_projection is None:
+            return self.float32_logits(self.embedding.attend(hidden))
+        return self.float32_logits(self.output_projection(hidden))
+
+    def initial_cache(self, batch_size, max_length):
+        """A zero self-attention cache for `max_length` steps."""
+        return self.decoder.initial_self_attention_cache(batch_size, max_length)
+
+    def decode_step(self, token_ids, cache, cache_update_index, padding_mask=None):
+        """Runs new steps with the cache; returns `(logits, cache)`.
+
+        `padding_mask`, if given, is `(batch, max_length)` over the cache slots.
+        """
+        x = self.embedding(token_ids, start_index=cache_update_index)
+        x, cache, _ = self.decoder(
+            x,
+            decoder_padding_mask=padding_mask,
+            self_attention_cache=cache,
+            cache_update_index=cache_update_index,
+        )
+        return self.project(x), cache
+
+    def call(self, inputs, training=None):
+        token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
+        x = self.embedding(token_ids, training=training)
+        x = self.decoder(x, decoder_padding_mask=self.padding_mask(token_ids), training=training)
+        return self.project(x)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "hidden_dim": self.hidden_dim,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "max_sequence_length": self.max_sequence_length,
+                "position": self.position,
+                "norm_first": self.norm_first,
+                "tie_output_embeddings": self.tie_output_embeddings,
+                "pad_id": self.pad_id,
+                "attention_dropout": self.attention_dropout,
+                "activation_dropout": self.activation_dropout,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "num_key_value_heads": self.num_key_value_heads,
+            }
+        )
+        return config
