@@ -17,6 +17,7 @@ ALLOWED = {
     "models": {"ops", "layers", "models", "training", "generation"},
     "generation": {"ops", "generation"},
     "text": {"text"},
+    "saving": {"ops", "layers", "models", "generation", "training", "text", "saving"},
 }
 
 
