@@ -1,0 +1,98 @@
+"""Helpers shared by the reference tests: random weights, weight mapping, comparisons."""
+
+import keras
+import numpy as np
+from numpy_transformer import AttentionWeights, FeedForwardWeights, LayerNormWeights
+
+# Every test overwrites the weights with `randomize_weights`, so layers are built with
+# constant initializers: on JAX each random initializer compiles once per weight shape,
+# which was a fifth of this directory's run time.
+ZEROS = {"kernel_initializer": "zeros"}
+ZERO_EMBEDDINGS = {"embeddings_initializer": "zeros"}
+
+# float32 layers against the float64 reference (or another float32 implementation).
+ATOL = 1e-5
+RTOL = 1e-5
+
+
+def assert_close(actual, expected, atol=ATOL, rtol=RTOL, err_msg=""):
+    np.testing.assert_allclose(
+        to_numpy(actual), to_numpy(expected), atol=atol, rtol=rtol, err_msg=err_msg
+    )
+
+
+def to_numpy(x):
+    """Any backend tensor (or array, variable) → float64 NumPy array."""
+    if isinstance(x, keras.Variable):
+        x = x.value
+    if not isinstance(x, np.ndarray):
+        x = keras.ops.convert_to_numpy(x)
+    return np.asarray(x).astype(np.float64)
+
+
+def randomize_weights(layer, seed=0, scale=0.3):
+    """Gives every weight a random, non-trivial value.
+
+    Biases and layer-norm betas are non-zero and gammas differ from one, so
+    a weight copied to the wrong place, or ignored, changes the outputs.
+    """
+    rng = np.random.default_rng(seed)
+    for variable in layer.weights:
+        noise = rng.normal(0.0, scale, size=tuple(variable.shape))
+        if variable.path.endswith("gamma"):
+            noise = 1.0 + noise
+        variable.assign(noise.astype(variable.dtype))
+
+
+def random_inputs(seed, *shape):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def attention_weights(mha):
+    """Our `MultiHeadAttention` (or Keras core's) → the reference's per-head weights.
+
+    The einsum kernels are `(d_model, heads, head_dim)` for query/key/value and
+    `(heads, head_dim, d_model)` for the output: head `i` is `kernel[:, i, :]`.
+    """
+    dense = {
+        "q": getattr(mha, "query_dense", None) or mha._query_dense,
+        "k": getattr(mha, "key_dense", None) or mha._key_dense,
+        "v": getattr(mha, "value_dense", None) or mha._value_dense,
+        "o": getattr(mha, "output_dense", None) or mha._output_dense,
+    }
+
+    def per_head(layer):
+        return np.transpose(to_numpy(layer.kernel), (1, 0, 2)), to_numpy(layer.bias)
+
+    wq, bq = per_head(dense["q"])
+    wk, bk = per_head(dense["k"])
+    wv, bv = per_head(dense["v"])
+    wo = to_numpy(dense["o"].kernel)
+    wo = wo.reshape(-1, wo.shape[-1])
+    return AttentionWeights(wq, bq, wk, bk, wv, bv, wo, to_numpy(dense["o"].bias))
+
+
+def feed_forward_weights(ffn):
+    return FeedForwardWeights(
+        to_numpy(ffn.intermediate_dense.kernel),
+        to_numpy(ffn.intermediate_dense.bias),
+        to_numpy(ffn.output_dense.kernel),
+        to_numpy(ffn.output_dense.bias),
+    )
+
+
+def layer_norm_weights(norm):
+    return LayerNormWeights(to_numpy(norm.gamma), to_numpy(norm.beta))
+
+
+def copy_weights(source, target):
+    """Copies every weight of the Keras layer `source` into `target` (same shapes, order)."""
+    assert len(source.weights) == len(target.weights), (source.weights, target.weights)
+    for src, dst in zip(source.weights, target.weights):
+        assert tuple(src.shape) == tuple(dst.shape), (src.path, dst.path)
+        dst.assign(src.value)
+
+
+def padding_mask(lengths, max_length):
+    """`(batch, max_length)` boolean, `True` on the first `lengths[b]` positions."""
+    return np.arange(max_length)[None, :] < np.asarray(lengths)[:, None]
