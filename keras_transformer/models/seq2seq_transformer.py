@@ -232,6 +232,68 @@ class Seq2SeqTransformer(TransformerModelBase):
         )
         return self.project(x), self_attention_cache
 
+    def generate(
+        self,
+        encoder_token_ids,
+        max_length=None,
+        method="beam",
+        beam_size=4,
+        length_penalty=0.6,
+        num_return_sequences=1,
+        start_id=None,
+        end_id=None,
+        **kwargs,
+    ):
+        """Generates target token ids (beam search by default).
+
+        The encoder runs once, cross-attention keys and values are computed
+        once, and the decoder steps over a static self-attention cache inside
+        one compiled function. See
+        `keras_transformer.generation.generate_seq2seq` for every argument
+        (`top_k`, `top_p`, `temperature`, `seed`, `jit_compile`,
+        `return_scores`).
+
+        Args:
+            encoder_token_ids: int `(batch, source_length)`, padded with `pad_id`.
+            max_length: int, most generated tokens per sequence. Defaults to
+                `None` (each source's length plus 50).
+            method: `"beam"`, `"greedy"`, `"top_k"` or `"top_p"`. Defaults to `"beam"`.
+            beam_size: int. Defaults to `4`.
+            length_penalty: float, the GNMT `alpha`. Defaults to `0.6`.
+            num_return_sequences: int. Defaults to `1`.
+            start_id: int, the decoder's start token. Required.
+            end_id: int, the end token. Required.
+            **kwargs: the other arguments of `generate_seq2seq`.
+
+        Returns:
+            int32 numpy ids `(batch, length)` (or `(batch, num_return_sequences,
+            length)`), and scores with `return_scores=True`.
+
+        Example:
+
+        >>> model = Seq2SeqTransformer(50, num_encoder_layers=1, num_decoder_layers=1,
+        ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> model.generate([[5, 6, 7, 0]], max_length=4, start_id=1, end_id=2).shape[0]
+        1
+
+        References:
+            - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7
+        """
+        from keras_transformer.generation.seq2seq import generate_seq2seq
+
+        return generate_seq2seq(
+            self,
+            encoder_token_ids,
+            max_length=max_length,
+            method=method,
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            num_return_sequences=num_return_sequences,
+            start_id=start_id,
+            end_id=end_id,
+            **kwargs,
+        )
+
     def call(self, inputs, training=None):
         encoder_outputs, encoder_padding_mask = self.encode(
             inputs["encoder_token_ids"], training=training

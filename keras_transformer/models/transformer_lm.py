@@ -150,6 +150,41 @@ class TransformerLM(TransformerModelBase):
         )
         return self.project(x), cache
 
+    def generate(self, prompt, max_length=None, method="greedy", end_id=None, **kwargs):
+        """Continues right-padded prompts (greedy by default).
+
+        The prompt tokens every row has are fed in one pass, the rest one step
+        at a time over a static cache, inside one compiled function. See
+        `keras_transformer.generation.generate_lm` for every argument (`top_k`,
+        `top_p`, `temperature`, `beam_size`, `length_penalty`,
+        `num_return_sequences`, `seed`, `jit_compile`, `return_scores`).
+
+        Args:
+            prompt: int `(batch, prompt_length)`, right-padded with `pad_id`.
+            max_length: int, total output length (prompt included). Defaults
+                to `None` (each prompt's length plus 50).
+            method: `"greedy"`, `"top_k"`, `"top_p"` or `"beam"`. Defaults to `"greedy"`.
+            end_id: int, the end token. Defaults to `None` (run to
+                `max_length`); required for `"beam"`.
+            **kwargs: the other arguments of `generate_lm`.
+
+        Returns:
+            int32 numpy ids `(batch, length)`, prompt included (or `(batch,
+            num_return_sequences, length)`), and scores with `return_scores=True`.
+
+        Example:
+
+        >>> lm = TransformerLM(50, num_layers=1, hidden_dim=16, num_heads=2,
+        ...                    intermediate_dim=32)
+        >>> lm.generate([[5, 6, 7]], max_length=6).shape
+        (1, 6)
+        """
+        from keras_transformer.generation.language_model import generate_lm
+
+        return generate_lm(
+            self, prompt, max_length=max_length, method=method, end_id=end_id, **kwargs
+        )
+
     def call(self, inputs, training=None):
         token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
         x = self.embedding(token_ids, training=training)

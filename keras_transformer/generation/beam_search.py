@@ -1,0 +1,181 @@
+"""Beam search with alive and finished hypotheses and the GNMT length penalty."""
+
+import keras
+from keras import ops
+
+from keras_transformer.generation.length_penalty import gnmt_length_penalty
+
+_NEG_INF = float("-inf")
+
+
+def _gather_beams(tensor, indices):
+    """`tensor[b, indices[b, j]]` for `(batch, beams, ...)` tensor and `(batch, n)` indices."""
+    expanded = ops.reshape(indices, tuple(ops.shape(indices)) + (1,) * (len(tensor.shape) - 2))
+    return ops.take_along_axis(tensor, expanded, axis=1)
+
+
+def beam_search(
+    step_fn,
+    cache,
+    sequences,
+    prompt_lengths,
+    limits,
+    beam_size,
+    end_id,
+    length_penalty=0.6,
+    num_return_sequences=1,
+    start_index=0,
+    pad_id=0,
+):
+    """Beam search over a static key/value cache, in one `while_loop`.
+
+    Each input keeps `beam_size` alive hypotheses and the `beam_size` best
+    finished ones. Every step scores all `beam_size × vocabulary` extensions in
+    float32 log-probabilities, takes the best `2 × beam_size`, and splits them:
+    extensions that end (the token is `end_id`, or the row reached its last
+    column) and rank among the first `beam_size` become finished hypotheses,
+    scored `log_prob / ((5 + length) / 6) ** length_penalty` with `length` the
+    number of generated tokens including the end token; the best
+    `beam_size` others stay alive, and the cache rows are reordered after
+    their parents by a gather on the batch × beam axis. The first step expands
+    from a single live beam per input (the others start at `-inf`), so no two
+    hypotheses are equal. An input stops once its `num_return_sequences`-th best
+    finished score is at least what its best alive hypothesis could still
+    reach: its log-probability over the largest penalty still possible
+    (log-probabilities only fall as a hypothesis grows).
+
+    Only ending extensions within the first `beam_size` become finished (as in
+    Hugging Face's beam search): then `beam_size=1` with `length_penalty=0` is
+    exactly greedy search.
+
+    Args:
+        step_fn: callable `(token_ids (batch * beams, 1), cache, index) ->
+            (logits (batch * beams, vocabulary) float32, cache)`.
+        cache: nest of tensors with leading axis `batch * beam_size`, row
+            `b * beam_size + j` for beam `j` of input `b` (all beams of an
+            input equal at the start).
+        sequences: int32 tensor `(batch, length)`, each input's prompt (for
+            an encoder-decoder model, the start token) then `pad_id`.
+        prompt_lengths: int32 tensor `(batch,)`, at least `start_index + 1`.
+        limits: int32 tensor `(batch,)`, how many columns each input may fill.
+        beam_size: int.
+        end_id: int or scalar int tensor, the token that finishes a hypothesis
+            (`-1` matches none: hypotheses then finish at their last column).
+        length_penalty: float or scalar tensor, `alpha`. Defaults to `0.6`.
+        num_return_sequences: int, at most `beam_size`. Defaults to `1`.
+        start_index: int, the first column to feed (the cache holds the
+            earlier ones). Defaults to `0`.
+        pad_id: int. Defaults to `0`.
+
+    Returns:
+        `(sequences, scores, num_columns)`: int32
+        `(batch, num_return_sequences, length)` finished hypotheses, best first;
+        their float32 `(batch, num_return_sequences)` length-normalised scores;
+        the number of columns the loop reached.
+
+    Example:
+
+    >>> # Next-token probabilities depend only on the current token (row).
+    >>> table = keras.ops.log(keras.ops.convert_to_tensor(
+    ...     [[.01, .04, .55, .4], [.25, .25, .25, .25], [.05, .8, .05, .1], [.05, .9, .03, .02]]))
+    >>> def step_fn(token_ids, cache, index):
+    ...     return keras.ops.take(table, token_ids[:, 0], axis=0), cache
+    >>> ids, scores, _ = beam_search(step_fn, keras.ops.zeros((2,)), [[0, 0, 0]], [1], [3],
+    ...                              beam_size=2, end_id=1, length_penalty=0.0)
+    >>> keras.ops.convert_to_numpy(ids).tolist()  # 0 2 1 (0.55 * 0.8) beats 0 3 1 (0.4 * 0.9)
+    [[[0, 2, 1]]]
+
+    References:
+        - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7
+    """
+    sequences = ops.cast(sequences, "int32")
+    prompt_lengths = ops.cast(prompt_lengths, "int32")
+    limits = ops.cast(limits, "int32")
+    batch_size, length = ops.shape(sequences)[0], ops.shape(sequences)[1]
+    beams = beam_size
+    # 2 × beams candidates leave `beams` alive even if `beams` of them end.
+    num_candidates = 2 * beams
+    alpha = ops.cast(length_penalty, "float32")
+    beam_offsets = ops.arange(batch_size, dtype="int32")[:, None] * beams
+    longest = ops.maximum(limits - prompt_lengths, 1)
+
+    def cond(index, alive, alive_log_probs, cache, finished, finished_scores, done):
+        return ops.logical_and(index < length - 1, ops.logical_not(ops.all(done)))
+
+    def body(index, alive, alive_log_probs, cache, finished, finished_scores, done):
+        tokens = ops.reshape(
+            ops.slice(alive, [0, 0, index], [batch_size, beams, 1]), (batch_size * beams, 1)
+        )
+        logits, cache = step_fn(tokens, cache, index)
+        vocabulary_size = logits.shape[-1]
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        log_probs = ops.reshape(log_probs, (batch_size, beams, vocabulary_size))
+
+        next_index = index + 1
+        in_prompt = next_index < prompt_lengths
+        # Inside a prompt every beam must take the prompt token, at no cost.
+        prompt_token = ops.slice(alive, [0, 0, next_index], [batch_size, 1, 1])
+        forced = ops.where(
+            ops.arange(vocabulary_size, dtype="int32")[None, None, :] == prompt_token, 0.0, _NEG_INF
+        )
+        log_probs = ops.where(in_prompt[:, None, None], forced, log_probs)
+
+        totals = ops.reshape(alive_log_probs[:, :, None] + log_probs, (batch_size, -1))
+        top_log_probs, top_indices = ops.top_k(totals, min(num_candidates, beams * vocabulary_size))
+        top_indices = ops.cast(top_indices, "int32")
+        parents = top_indices // vocabulary_size
+        top_tokens = top_indices % vocabulary_size
+        candidates = _gather_beams(alive, parents)
+        candidates = ops.slice_update(candidates, [0, 0, next_index], top_tokens[:, :, None])
+
+        generated_length = ops.maximum(next_index - prompt_lengths + 1, 1)
+        ends = ops.logical_or(
+            ops.equal(top_tokens, ops.cast(end_id, "int32")), (next_index + 1 >= limits)[:, None]
+        )
+        ends = ops.logical_and(ends, ops.logical_not(in_prompt)[:, None])
+        ranks = ops.arange(ops.shape(top_tokens)[1], dtype="int32")[None, :]
+        new_finished = ops.logical_and(ends, ranks < beams)
+        penalty = gnmt_length_penalty(generated_length, alpha)[:, None]
+        new_finished_scores = ops.where(new_finished, top_log_probs / penalty, _NEG_INF)
+
+        alive_log_probs, picked = ops.top_k(ops.where(ends, _NEG_INF, top_log_probs), beams)
+        picked = ops.cast(picked, "int32")
+        alive = _gather_beams(candidates, picked)
+        parents = ops.take_along_axis(parents, picked, axis=1)
+        cache = keras.tree.map_structure(
+            lambda c: ops.take(c, ops.reshape(beam_offsets + parents, (-1,)), axis=0), cache
+        )
+
+        pool_scores = ops.concatenate([finished_scores, new_finished_scores], axis=1)
+        pool = ops.concatenate([finished, candidates], axis=1)
+        finished_scores, picked = ops.top_k(pool_scores, beams)
+        finished = _gather_beams(pool, ops.cast(picked, "int32"))
+
+        # The best an alive hypothesis can still score: its log-probability (which only
+        # falls) over the largest penalty of any length it can still reach.
+        reachable_penalty = ops.maximum(
+            gnmt_length_penalty(generated_length + 1, alpha), gnmt_length_penalty(longest, alpha)
+        )
+        best_alive = alive_log_probs[:, 0] / reachable_penalty
+        settled = finished_scores[:, num_return_sequences - 1] >= best_alive
+        settled = ops.logical_and(settled, ops.logical_not(in_prompt))
+        done = ops.logical_or(done, settled)
+        return next_index, alive, alive_log_probs, cache, finished, finished_scores, done
+
+    alive = ops.repeat(sequences[:, None, :], beams, axis=1)
+    first_beam = ops.arange(beams, dtype="int32")[None, :] == 0
+    alive_log_probs = ops.where(first_beam, ops.zeros((batch_size, beams)), _NEG_INF)
+    finished = ops.full((batch_size, beams, length), pad_id, dtype="int32")
+    finished_scores = ops.full((batch_size, beams), _NEG_INF, dtype="float32")
+    done = ops.zeros((batch_size,), "bool")
+    index = ops.convert_to_tensor(start_index, "int32")
+    index, _, _, _, finished, finished_scores, _ = ops.while_loop(
+        cond,
+        body,
+        (index, alive, alive_log_probs, cache, finished, finished_scores, done),
+    )
+    return (
+        finished[:, :num_return_sequences],
+        finished_scores[:, :num_return_sequences],
+        index + 1,
+    )

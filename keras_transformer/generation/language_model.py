@@ -1,0 +1,187 @@
+"""`TransformerLM.generate`: continue right-padded prompts over a static cache."""
+
+import numpy as np
+from keras import ops
+
+from keras_transformer.generation.compiled import (
+    bucket_length,
+    compiled_function,
+    prefill_bucket,
+)
+from keras_transformer.generation.decoding import (
+    GenerationOptions,
+    check_positive_int,
+    check_token_id,
+    finish_outputs,
+    run_search,
+    token_matrix,
+)
+
+# Default length: each prompt plus this many tokens.
+EXTRA_LENGTH = 50
+
+
+def _make_generate_fn(options, prefill):
+    copies = options.copies
+
+    def generate_fn(model, sequences, prompt_lengths, limits, runtime):
+        batch_size, columns = ops.shape(sequences)[0], ops.shape(sequences)[1]
+        cache = model.initial_cache(batch_size, columns - 1)  # the last column is never fed
+        if prefill:
+            # Every row's prompt covers these columns, so one pass fills their cache.
+            _, cache = model.decode_step(sequences[:, :prefill], cache, 0)
+        if copies > 1:
+            cache = ops.repeat(cache, copies, axis=0)
+
+        def step_fn(token_ids, cache, index):
+            logits, cache = model.decode_step(token_ids, cache, index)
+            return logits[:, -1], cache
+
+        return run_search(
+            options, runtime, step_fn, cache, sequences, prompt_lengths, limits, prefill
+        )
+
+    return generate_fn
+
+
+def generate_lm(
+    model,
+    prompt,
+    max_length=None,
+    method="greedy",
+    top_k=50,
+    top_p=0.9,
+    temperature=1.0,
+    beam_size=4,
+    length_penalty=0.6,
+    num_return_sequences=1,
+    end_id=None,
+    seed=None,
+    jit_compile=True,
+    return_scores=False,
+):
+    """Continues a batch of prompts with a `TransformerLM`.
+
+    Prompts are right-padded with the model's `pad_id`; every row continues
+    after its own last prompt token, at its own positions. The prompt tokens
+    that every row has are fed in one pass (in a power-of-two count, to bound
+    the number of compiled programs), the rest one token a step, against a
+    static cache, all inside one compiled function.
+
+    Args:
+        model: a `TransformerLM`.
+        prompt: int tensor or array `(batch, prompt_length)`, right-padded with
+            `pad_id`; every row needs at least one token.
+        max_length: int, the total length (prompt included) of the outputs.
+            Defaults to `None`: each row's prompt length plus 50.
+        method: `"greedy"`, `"top_k"`, `"top_p"` or `"beam"`. Defaults to `"greedy"`.
+        top_k: int, for `"top_k"`. Defaults to `50`.
+        top_p: float in `(0, 1]`, for `"top_p"`. Defaults to `0.9`.
+        temperature: float, divides the logits before sampling. Defaults to `1.0`.
+        beam_size: int, for `"beam"`. Defaults to `4`.
+        length_penalty: float, `alpha` of the GNMT length penalty (beam search
+            only; lengths count generated tokens, not the prompt). Defaults to `0.6`.
+        num_return_sequences: int, outputs per prompt. Defaults to `1`.
+        end_id: int, the token that ends a sequence. Defaults to `None`: rows
+            run to `max_length`. Required for `"beam"`.
+        seed: int, makes sampling reproducible. Defaults to `None`.
+        jit_compile: bool, see `generate_seq2seq`. Defaults to `True`.
+        return_scores: bool, also return scores (see `generate_seq2seq`).
+            Defaults to `False`.
+
+    Returns:
+        int32 numpy token ids `(batch, length)` (prompt then continuation, then
+        `pad_id` after an end token), or `(batch, num_return_sequences,
+        length)`; with `return_scores=True`, a tuple `(token_ids, scores)`.
+
+    Example:
+
+    >>> lm = TransformerLM(50, num_layers=1, hidden_dim=16, num_heads=2,
+    ...                    intermediate_dim=32)
+    >>> generate_lm(lm, [[5, 6, 7], [8, 0, 0]], max_length=6).shape
+    (2, 6)
+
+    References:
+        - [Holtzman et al., 2020](https://arxiv.org/abs/1904.09751) (top-p sampling)
+        - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7 (length penalty)
+    """
+    vocabulary_size = model.vocabulary_size
+    end_id = check_token_id(
+        "end_id",
+        end_id,
+        vocabulary_size,
+        required=method == "beam",
+        why=" for beam search, which finishes hypotheses at the end token",
+    )
+    options = GenerationOptions(
+        method,
+        beam_size,
+        length_penalty,
+        num_return_sequences,
+        top_k,
+        top_p,
+        temperature,
+        seed,
+        end_id,
+        model.pad_id,
+        vocabulary_size,
+    )
+    prompt, prompt_lengths = token_matrix("prompt", prompt, model.pad_id)
+    real = prompt != model.pad_id
+    if prompt_lengths.min() < 1 or np.any(real[:, 1:] & ~real[:, :-1]):
+        raise ValueError(
+            "`prompt` must be right-padded with `pad_id` and every row must hold at least "
+            f"one token (pad_id={model.pad_id}): a row's tokens first, then padding."
+        )
+    if max_length is None:
+        limits = prompt_lengths + EXTRA_LENGTH
+    else:
+        max_length = check_positive_int("max_length", max_length)
+        if max_length <= prompt_lengths.max():
+            raise ValueError(
+                "`max_length` counts the prompt too, so it must exceed the longest prompt "
+                f"({prompt_lengths.max()} tokens). Received: max_length={max_length}."
+            )
+        limits = np.full_like(prompt_lengths, max_length)
+    # The last column is never fed: a row of length `limit` needs `limit - 1` cache
+    # slots (and positions in a learned table).
+    position_limit = model.max_sequence_length if model.position == "learned" else None
+    if position_limit is not None and limits.max() - 1 > position_limit:
+        if max_length is not None:
+            raise ValueError(
+                f"`max_length` ({max_length}) exceeds what the model's learned position "
+                f"table allows (max_sequence_length={position_limit}). Pass "
+                f"max_length<={position_limit + 1}."
+            )
+        if prompt_lengths.max() > position_limit:
+            raise ValueError(
+                f"`prompt` leaves no room to generate: max_sequence_length={position_limit}."
+            )
+        limits = np.minimum(limits, position_limit + 1)
+    cache_length = bucket_length(int(limits.max()) - 1, position_limit)
+    columns = cache_length + 1
+    sequences = np.full((prompt.shape[0], columns), model.pad_id, "int32")
+    width = min(prompt.shape[1], columns)
+    sequences[:, :width] = prompt[:, :width]
+    prefill = prefill_bucket(int(prompt_lengths.min()) - 1)
+
+    function = compiled_function(
+        model,
+        ("lm", prefill) + options.static,
+        lambda: _make_generate_fn(options, prefill),
+        jit_compile,
+    )
+    sequences, scores, num_columns = function(
+        ops.convert_to_tensor(sequences),
+        ops.convert_to_tensor(prompt_lengths),
+        ops.convert_to_tensor(limits.astype("int32")),
+        tuple(ops.convert_to_tensor(value) for value in options.runtime),
+    )
+    return finish_outputs(
+        sequences,
+        scores,
+        num_columns,
+        first_column=0,
+        squeeze=num_return_sequences == 1,
+        return_scores=return_scores,
+    )

@@ -1,0 +1,187 @@
+"""`Seq2SeqTransformer.generate`: encode once, then search over the cached decoder."""
+
+import numpy as np
+from keras import ops
+
+from keras_transformer.generation.compiled import bucket_length, compiled_function
+from keras_transformer.generation.decoding import (
+    GenerationOptions,
+    check_positive_int,
+    check_token_id,
+    finish_outputs,
+    run_search,
+    token_matrix,
+)
+
+# Default output budget: the source length plus this many tokens.
+EXTRA_LENGTH = 50
+
+
+def _make_generate_fn(options):
+    copies = options.copies
+
+    def generate_fn(model, source, sequences, limits, runtime):
+        encoder_outputs, encoder_padding_mask = model.encode(source)
+        cache_length = ops.shape(sequences)[1] - 1  # the last column is never fed
+        self_cache, cross_cache = model.initial_cache(encoder_outputs, cache_length)
+        if copies > 1:
+            # Tiled once here; beam reordering then only gathers the self-attention cache.
+            self_cache, cross_cache, encoder_padding_mask = (
+                ops.repeat(t, copies, axis=0)
+                for t in (self_cache, cross_cache, encoder_padding_mask)
+            )
+
+        def step_fn(token_ids, cache, index):
+            logits, cache = model.decode_step(
+                token_ids, cache, cross_cache, index, encoder_padding_mask
+            )
+            return logits[:, -1], cache
+
+        prompt_lengths = ops.ones_like(limits)
+        return run_search(options, runtime, step_fn, self_cache, sequences, prompt_lengths, limits)
+
+    return generate_fn
+
+
+def generate_seq2seq(
+    model,
+    encoder_token_ids,
+    max_length=None,
+    method="beam",
+    beam_size=4,
+    length_penalty=0.6,
+    num_return_sequences=1,
+    start_id=None,
+    end_id=None,
+    top_k=50,
+    top_p=0.9,
+    temperature=1.0,
+    seed=None,
+    jit_compile=True,
+    return_scores=False,
+):
+    """Generates target token ids for a batch of sources with a `Seq2SeqTransformer`.
+
+    The encoder runs once, the cross-attention keys and values are computed once,
+    and the decoder runs one token a step against a static self-attention cache,
+    all inside one compiled function (see `keras_transformer.generation.compiled`).
+    Sources are padded to a length bucket and the output budget to another, so
+    calls with nearby lengths reuse the compiled program; padding never changes
+    a row's result.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        encoder_token_ids: int tensor or array `(batch, source_length)`, padded
+            with the model's `pad_id`.
+        max_length: int, the most tokens to generate per sequence (the end token
+            included, the start token not). Defaults to `None`: each row's
+            source length (non-pad tokens) plus 50.
+        method: `"beam"`, `"greedy"`, `"top_k"` or `"top_p"`. Defaults to `"beam"`.
+        beam_size: int, beams per input for `"beam"`. Defaults to `4`.
+        length_penalty: float, `alpha` of the GNMT length penalty
+            `((5 + length) / 6) ** alpha` that divides beam scores (`length`
+            counts the generated tokens, end token included). Defaults to `0.6`.
+        num_return_sequences: int, outputs per input (best first for beam
+            search, independent draws for sampling). Defaults to `1`.
+        start_id: int, the token the decoder starts from. Required.
+        end_id: int, the token that ends a sequence. Required.
+        top_k: int, for `"top_k"`: sample among the `top_k` most likely tokens.
+            Defaults to `50`.
+        top_p: float in `(0, 1]`, for `"top_p"`: sample from the smallest set of
+            tokens whose probability reaches `top_p`. Defaults to `0.9`.
+        temperature: float, divides the logits before sampling. Defaults to `1.0`.
+        seed: int, makes sampling reproducible. Defaults to `None` (a seed drawn
+            from Python's `random`, which `keras.utils.set_random_seed` seeds).
+        jit_compile: bool, compile with XLA (`tf.function(jit_compile=True)` or
+            `jax.jit`); `False` runs a TensorFlow graph, or JAX eagerly.
+            Defaults to `True`.
+        return_scores: bool, also return scores. Defaults to `False`.
+
+    Returns:
+        int32 numpy token ids `(batch, length)`, or `(batch,
+        num_return_sequences, length)` when `num_return_sequences > 1`, without
+        the start token; after a sequence's end token come `pad_id`s. `length`
+        is the longest output of the batch. With `return_scores=True`, a tuple
+        `(token_ids, scores)`: float32 `(batch[, num_return_sequences])`, the
+        length-normalised log-probability for beam search and the summed
+        log-probability of the generated tokens (under the model's unfiltered
+        distribution) otherwise.
+
+    Example:
+
+    >>> model = Seq2SeqTransformer(50, num_encoder_layers=1, num_decoder_layers=1,
+    ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
+    >>> ids = generate_seq2seq(model, [[5, 6, 7, 0]], max_length=5, start_id=1, end_id=2)
+    >>> ids.shape[0], ids.shape[1] <= 5
+    (1, True)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1
+        - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7 (length penalty)
+    """
+    vocabulary_size = model.target_vocabulary_size
+    why = " to generate with a `Seq2SeqTransformer`"
+    start_id = check_token_id("start_id", start_id, vocabulary_size, why=why)
+    end_id = check_token_id("end_id", end_id, vocabulary_size, why=why)
+    options = GenerationOptions(
+        method,
+        beam_size,
+        length_penalty,
+        num_return_sequences,
+        top_k,
+        top_p,
+        temperature,
+        seed,
+        end_id,
+        model.pad_id,
+        vocabulary_size,
+    )
+    source, source_lengths = token_matrix("encoder_token_ids", encoder_token_ids, model.pad_id)
+    if max_length is None:
+        budgets = source_lengths + EXTRA_LENGTH
+    else:
+        budgets = np.full_like(source_lengths, check_positive_int("max_length", max_length))
+    budgets = np.maximum(budgets, 1)
+    # The decoder is fed the start token and all but the last generated token, so the
+    # self-attention cache (and a learned position table) needs `budget` positions.
+    position_limit = model.max_sequence_length if model.position == "learned" else None
+    if position_limit is not None and budgets.max() > position_limit:
+        if max_length is not None:
+            raise ValueError(
+                f"`max_length` is too large for this model: {max_length} tokens need "
+                f"{max_length} decoder positions, but its learned position table has "
+                f"max_sequence_length={position_limit}. Pass max_length<={position_limit}."
+            )
+        budgets = np.minimum(budgets, position_limit)
+    cache_length = bucket_length(int(budgets.max()), position_limit)
+    columns = cache_length + 1  # the start token, then the generated tokens
+    source_columns = bucket_length(source.shape[1], position_limit)
+    if source_columns < source.shape[1]:
+        raise ValueError(
+            f"`encoder_token_ids` is longer ({source.shape[1]}) than the model's learned "
+            f"position table (max_sequence_length={position_limit})."
+        )
+    source = np.pad(
+        source, ((0, 0), (0, source_columns - source.shape[1])), constant_values=model.pad_id
+    )
+    sequences = np.full((source.shape[0], columns), model.pad_id, "int32")
+    sequences[:, 0] = start_id
+    limits = (1 + budgets).astype("int32")
+
+    function = compiled_function(
+        model, ("seq2seq",) + options.static, lambda: _make_generate_fn(options), jit_compile
+    )
+    sequences, scores, num_columns = function(
+        ops.convert_to_tensor(source),
+        ops.convert_to_tensor(sequences),
+        ops.convert_to_tensor(limits),
+        tuple(ops.convert_to_tensor(value) for value in options.runtime),
+    )
+    return finish_outputs(
+        sequences,
+        scores,
+        num_columns,
+        first_column=1,
+        squeeze=num_return_sequences == 1,
+        return_scores=return_scores,
+    )

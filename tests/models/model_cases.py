@@ -1,0 +1,120 @@
+"""Tiny instances of the three models, with matching inputs, labels, loss and metric."""
+
+import dataclasses
+
+import keras
+import numpy as np
+
+from keras_transformer.models import Seq2SeqTransformer, TransformerClassifier, TransformerLM
+from keras_transformer.training import LabelSmoothedCrossEntropy, MaskedAccuracy
+
+VOCAB = 23
+NUM_CLASSES = 3
+# The smallest sizes that still exercise every code path (several heads, a real FFN).
+SIZES = dict(hidden_dim=16, num_heads=2, intermediate_dim=32)
+SOURCE_LENGTH, TARGET_LENGTH = 7, 5
+# Where one training step is all a test needs: eager on TensorFlow, where tracing a step
+# costs seconds and an eager step a fraction of one; compiled on JAX, where eager runs
+# compile every op for every new shape and dtype, which costs more than one `jit`.
+EAGER_STEP = keras.backend.backend() == "tensorflow"
+
+
+def _jax_on_cpu():
+    if keras.backend.backend() != "jax":
+        return False
+    import jax
+
+    return jax.devices()[0].platform == "cpu"
+
+
+JAX_ON_CPU = _jax_on_cpu()
+
+
+def token_ids(rng, shape, pad_id=0):
+    """Random non-pad token ids in `[0, VOCAB)`."""
+    ids = rng.integers(0, VOCAB - 1, shape)
+    return np.where(ids >= pad_id, ids + 1, ids).astype("int32")
+
+
+def make_seq2seq(**kwargs):
+    return Seq2SeqTransformer(VOCAB, num_encoder_layers=1, num_decoder_layers=1, **SIZES, **kwargs)
+
+
+def make_classifier(**kwargs):
+    kwargs.setdefault("num_classes", NUM_CLASSES)
+    return TransformerClassifier(VOCAB, num_layers=1, **SIZES, **kwargs)
+
+
+def make_lm(**kwargs):
+    return TransformerLM(VOCAB, num_layers=1, **SIZES, **kwargs)
+
+
+def seq2seq_data(rng, batch=8, pad_id=0):
+    x = {
+        "encoder_token_ids": token_ids(rng, (batch, SOURCE_LENGTH), pad_id),
+        "decoder_token_ids": token_ids(rng, (batch, TARGET_LENGTH), pad_id),
+    }
+    # Trailing padding in the labels exercises the loss's mask.
+    y = token_ids(rng, (batch, TARGET_LENGTH), pad_id)
+    y[:, -1] = pad_id
+    return x, y
+
+
+def classifier_data(rng, batch=8, pad_id=0):
+    x = {"token_ids": token_ids(rng, (batch, SOURCE_LENGTH), pad_id)}
+    return x, rng.integers(0, NUM_CLASSES, (batch,)).astype("int32")
+
+
+def lm_data(rng, batch=8, pad_id=0):
+    ids = token_ids(rng, (batch, TARGET_LENGTH + 1), pad_id)
+    return {"token_ids": ids[:, :-1]}, ids[:, 1:]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelCase:
+    name: str
+    make: object
+    data: object
+    sequence_output: bool  # per-token logits (label-smoothed loss) or per-example
+
+    def compile_args(self, pad_id=0):
+        if self.sequence_output:
+            return dict(
+                loss=LabelSmoothedCrossEntropy(0.1, pad_id=pad_id),
+                metrics=[MaskedAccuracy(pad_id)],
+            )
+        return dict(
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+
+
+CASES = [
+    ModelCase("seq2seq", make_seq2seq, seq2seq_data, True),
+    ModelCase("classifier", make_classifier, classifier_data, False),
+    ModelCase("lm", make_lm, lm_data, True),
+]
+
+
+def compile_model(model, case, optimizer=None, pad_id=0, **kwargs):
+    """Compiles with the case's loss and metric and builds the optimizer up front.
+
+    A TensorFlow `fit` that creates the optimizer slots inside its traced step traces it
+    twice; building them first halves the cost of each test's first step.
+    """
+    model.compile(
+        optimizer=optimizer or keras.optimizers.Adam(1e-3), **case.compile_args(pad_id), **kwargs
+    )
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def predict_logits(model, x):
+    """Inference-mode logits as a NumPy array.
+
+    Eager on TensorFlow (cheaper than tracing); the compiled `predict` on JAX, whose eager
+    mode compiles every op for every new input shape, which costs more than one `jit`.
+    """
+    if keras.backend.backend() == "jax":
+        return model.predict(x, batch_size=64, verbose=0)
+    return np.asarray(keras.ops.convert_to_numpy(model(x, training=False)))

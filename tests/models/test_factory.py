@@ -1,0 +1,278 @@
+"""`keras_transformer.models.build`: presets, the paper's recipe, precision and XLA rules."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer as kt
+from keras_transformer.models import factory
+from keras_transformer.models.factory import DeviceInfo, choose_jit_compile, choose_precision
+from keras_transformer.models.presets import PRESETS
+from keras_transformer.training import LabelSmoothedCrossEntropy, MaskedAccuracy, NoamSchedule
+
+pytestmark = pytest.mark.backend_agnostic
+
+AMPERE = DeviceInfo("gpu", "GPU: A100", (8, 0))
+VOLTA = DeviceInfo("gpu", "GPU: V100", (7, 0))
+PLAIN_CPU = DeviceInfo("cpu", "CPU: test", None, frozenset({"sse2", "avx2", "avx512f"}))
+BF16_CPU = DeviceInfo("cpu", "CPU: test", None, frozenset({"avx2", "avx512_bf16"}))
+# Small enough to build in milliseconds; the factory's logic does not depend on size.
+SMALL = dict(num_layers=1, hidden_dim=16, intermediate_dim=32, num_heads=2)
+
+
+@pytest.fixture
+def device(monkeypatch):
+    """Pretends `build` runs on a given device: `device(DeviceInfo(...))`."""
+
+    def use(info):
+        monkeypatch.setattr(factory, "detect_device", lambda: info)
+
+    use(PLAIN_CPU)
+    return use
+
+
+def _inner_optimizer(model):
+    optimizer = model.optimizer
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        optimizer = optimizer.inner_optimizer
+    return optimizer
+
+
+def copy_task_dataset(vocabulary_size, batch_size=16, length=8, seed=0):
+    """Endless batches of `target == source`, teacher-forced behind start token 1."""
+    rng = np.random.default_rng(seed)
+    source = rng.integers(2, vocabulary_size, (batch_size * 4, length)).astype("int32")
+    decoder_inputs = np.concatenate([np.ones_like(source[:, :1]), source[:, :-1]], axis=1)
+    features = {"encoder_token_ids": source, "decoder_token_ids": decoder_inputs}
+    return tf.data.Dataset.from_tensor_slices((features, source)).repeat().batch(batch_size)
+
+
+def test_tiny_translation_model_trains_on_tf_data():
+    # The real device, not a pretended one: this runs whatever "auto" picks here (float32
+    # or mixed_bfloat16 on CPUs, mixed precision and XLA on GPUs).
+    model = kt.models.build("translation", preset="tiny", source_vocabulary_size=1000)
+    assert isinstance(model, kt.models.Seq2SeqTransformer)
+    assert model.compiled
+    history = model.fit(copy_task_dataset(1000), steps_per_epoch=10, epochs=3, verbose=0)
+    losses = history.history["loss"]
+    assert np.all(np.isfinite(losses))
+    assert losses[-1] < losses[0], losses
+    assert "masked_accuracy" in history.history
+
+
+def test_paper_recipe_for_translation(device):
+    model = kt.models.build(
+        "translation", preset="tiny", source_vocabulary_size=50, pad_id=2, warmup_steps=123
+    )
+    optimizer = model.optimizer
+    assert isinstance(optimizer, keras.optimizers.Adam)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+    schedule = optimizer._learning_rate
+    assert isinstance(schedule, NoamSchedule)
+    assert (schedule.model_dim, schedule.warmup_steps) == (128, 123)
+    assert isinstance(model.loss, LabelSmoothedCrossEntropy)
+    assert (model.loss.label_smoothing, model.loss.pad_id) == (0.1, 2)
+    metric = model._compile_metrics._user_metrics[0]
+    assert isinstance(metric, MaskedAccuracy) and metric.pad_id == 2
+
+
+def test_classification_and_language_modeling(device, rng):
+    classifier = kt.models.build(
+        "classification", preset="tiny", vocabulary_size=40, num_classes=3, **SMALL
+    )
+    assert isinstance(classifier, kt.models.TransformerClassifier)
+    assert isinstance(classifier.loss, keras.losses.SparseCategoricalCrossentropy)
+    assert classifier.num_classes == 3 and classifier.num_layers == 1
+    x = rng.integers(1, 40, (8, 6)).astype("int32")
+    y = rng.integers(0, 3, (8,)).astype("int32")
+    assert np.isfinite(classifier.train_on_batch(x, y, return_dict=True)["loss"])
+
+    smoothed = kt.models.build(
+        "classification", vocabulary_size=40, num_classes=3, label_smoothing=0.2, **SMALL
+    )
+    assert isinstance(smoothed.loss, LabelSmoothedCrossEntropy)
+    assert smoothed.loss.label_smoothing == 0.2 and smoothed.loss.pad_id is None
+
+    lm = kt.models.build("language_modeling", preset="tiny", vocabulary_size=40, **SMALL)
+    assert isinstance(lm, kt.models.TransformerLM)
+    assert isinstance(lm.loss, LabelSmoothedCrossEntropy) and lm.loss.label_smoothing == 0.1
+    ids = rng.integers(1, 40, (8, 7)).astype("int32")
+    assert np.isfinite(lm.train_on_batch(ids[:, :-1], ids[:, 1:], return_dict=True)["loss"])
+
+
+def test_overrides_replace_preset_values(device):
+    model = kt.models.build(
+        "translation",
+        preset="small",
+        compile=False,
+        source_vocabulary_size=30,
+        target_vocabulary_size=40,
+        num_layers=1,
+        num_decoder_layers=2,
+        hidden_dim=32,
+        dropout=0.0,
+        name="custom",
+    )
+    assert not model.compiled and model.name == "custom"
+    assert (model.num_encoder_layers, model.num_decoder_layers) == (1, 2)
+    assert (model.hidden_dim, model.num_heads, model.intermediate_dim) == (32, 4, 1024)
+    assert (model.dropout, model.target_vocabulary_size) == (0.0, 40)
+
+
+def test_base_and_big_presets_match_table_3():
+    assert {k: PRESETS["base"][k] for k in PRESETS["base"]} == {
+        "num_layers": 6,
+        "hidden_dim": 512,
+        "intermediate_dim": 2048,
+        "num_heads": 8,
+        "dropout": 0.1,
+        "label_smoothing": 0.1,
+        "warmup_steps": 4000,
+    }
+    big = PRESETS["big"]
+    assert (big["num_layers"], big["hidden_dim"], big["intermediate_dim"]) == (6, 1024, 4096)
+    assert (big["num_heads"], big["dropout"], big["label_smoothing"]) == (16, 0.3, 0.1)
+    assert big["warmup_steps"] == 4000
+    # d_k = d_v = 64 in both (Table 3).
+    assert PRESETS["base"]["hidden_dim"] // PRESETS["base"]["num_heads"] == 64
+    assert big["hidden_dim"] // big["num_heads"] == 64
+
+
+def test_base_preset_has_65m_parameters(device):
+    model = kt.models.build(
+        "translation",
+        preset="base",
+        precision="float32",
+        compile=False,
+        source_vocabulary_size=37000,
+        share_embeddings=True,
+    )
+    assert (model.num_encoder_layers, model.num_decoder_layers, model.hidden_dim) == (6, 6, 512)
+    assert (model.intermediate_dim, model.num_heads, model.dropout) == (2048, 8, 0.1)
+    # Table 3 says 65M; this count is 63.1M (the paper rounds, and its tokenizer differs).
+    assert model.build_info["num_params"] == model.count_params()
+    assert abs(model.count_params() - 65e6) / 65e6 < 0.04, model.count_params()
+
+
+@pytest.mark.parametrize(
+    "info, precision, jit",
+    [
+        (AMPERE, "mixed_bfloat16", True),
+        (VOLTA, "mixed_float16", True),
+        (DeviceInfo("gpu", "GPU: unknown"), "mixed_float16", True),
+        (DeviceInfo("tpu", "TPU"), "mixed_bfloat16", True),
+        (PLAIN_CPU, "float32", False),
+        (BF16_CPU, "mixed_bfloat16" if factory.CPU_BF16_IS_FASTER else "float32", False),
+    ],
+    ids=["gpu_cc8", "gpu_cc7", "gpu_unknown", "tpu", "cpu", "cpu_bf16"],
+)
+def test_auto_rules(info, precision, jit, device):
+    device(info)
+    assert choose_precision(info)[0] == precision
+    assert choose_jit_compile(info, "tensorflow")[0] is jit
+    model = kt.models.build("translation", source_vocabulary_size=20, **SMALL)
+    info_dict = model.build_info
+    assert info_dict["precision"] == precision
+    assert model.dtype_policy.name == precision
+    assert keras.config.dtype_policy().name == "float32"  # the global policy is untouched
+    assert info_dict["device"] == info.name
+    expected_jit = choose_jit_compile(info, keras.backend.backend())[0]
+    assert info_dict["jit_compile"] is expected_jit and model.jit_compile is expected_jit
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer) == (
+        precision == "mixed_float16"
+    )
+    assert isinstance(_inner_optimizer(model)._learning_rate, NoamSchedule)
+
+
+def test_jit_rules_per_backend():
+    assert choose_jit_compile(PLAIN_CPU, "tensorflow")[0] is False
+    assert choose_jit_compile(PLAIN_CPU, "jax")[0] is True
+    assert choose_jit_compile(AMPERE, "jax")[0] is True
+    assert choose_jit_compile(AMPERE, "torch")[0] is False
+
+
+def test_explicit_choices_are_honoured(device):
+    device(AMPERE)
+    model = kt.models.build(
+        "language_modeling",
+        vocabulary_size=20,
+        precision="float32",
+        jit_compile=False,
+        **SMALL,
+    )
+    assert model.build_info["precision"] == "float32"
+    assert model.build_info["precision_reason"] == "requested"
+    assert model.build_info["jit_compile"] is False and model.jit_compile is False
+
+
+def test_build_info_and_summary_line(device, capsys):
+    model = kt.models.build("translation", preset="tiny", source_vocabulary_size=20)
+    info = model.build_info
+    assert set(info) >= {
+        "task",
+        "preset",
+        "precision",
+        "precision_reason",
+        "jit_compile",
+        "jit_compile_reason",
+        "device",
+        "num_params",
+    }
+    assert (info["task"], info["preset"]) == ("translation", "tiny")
+    line = capsys.readouterr().out.strip()
+    assert line.count("\n") == 0
+    assert "translation / tiny" in line and "precision=float32" in line
+
+
+def test_detect_device_on_this_machine():
+    info = factory.detect_device()
+    assert info.platform in ("cpu", "gpu", "tpu")
+    assert isinstance(info.name, str) and info.name
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("8.0", (8, 0)), ("7.5", (7, 5)), ((9, 0), (9, 0)), (None, None), ("gfx90a", None)],
+)
+def test_parse_capability(value, expected):
+    assert factory._parse_capability(value) == expected
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(task="speech", source_vocabulary_size=10), r"`task`.*'translation'"),
+        (dict(task="translation", preset="huge", source_vocabulary_size=10), r"`preset`.*'big'"),
+        (dict(task="translation", precision="fp16", source_vocabulary_size=10), r"`precision`"),
+        (dict(task="translation", jit_compile="yes", source_vocabulary_size=10), "jit_compile"),
+        (dict(task="translation", compile="yes", source_vocabulary_size=10), "`compile`"),
+        (dict(task="translation", source_vocabulary_size=10, num_clases=2), r"num_clases.*Valid"),
+        (dict(task="translation", source_vocabulary_size=10, dtype="float16"), "precision"),
+        (dict(task="translation"), "source_vocabulary_size"),
+        (dict(task="classification", vocabulary_size=10), "num_classes"),
+        (dict(task="language_modeling"), "vocabulary_size"),
+    ],
+    ids=[
+        "task",
+        "preset",
+        "precision",
+        "jit",
+        "compile",
+        "unknown_key",
+        "dtype",
+        "no_vocabulary",
+        "no_classes",
+        "no_lm_vocabulary",
+    ],
+)
+def test_errors(kwargs, match, device):
+    with pytest.raises(ValueError, match=match):
+        kt.models.build(**kwargs)
+
+
+def test_unknown_key_error_lists_valid_keys(device):
+    with pytest.raises(ValueError) as error:
+        kt.models.build("classification", vocabulary_size=10, num_classes=2, share_embeddings=True)
+    message = str(error.value)
+    assert "share_embeddings" in message and "pooling" in message and "warmup_steps" in message
