@@ -1,0 +1,202 @@
+"""Train an English→German Transformer on Multi30k and score it with sacreBLEU.
+
+Learns a shared SentencePiece vocabulary from the training data, trains a
+`keras_transformer.models.build("translation", ...)` model with the paper's
+recipe (Noam schedule, label smoothing 0.1, Adam β2=0.98) on token-count batches,
+averages the last checkpoints, translates val and test_2016_flickr with beam
+search (α 0.6) and prints cased and lowercased sacreBLEU (13a tokenisation),
+sample translations, and saves the model, tokenizer and scores with
+`save_pretrained`, plus attention and position-table pictures.
+
+Runs:
+    python -m examples.translation.train --quick      # a few minutes on 2 CPU cores
+    python -m examples.translation.train              # the full run (see RESULTS.md)
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import keras
+import sacrebleu
+
+import keras_transformer as kt
+from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
+from examples.translation.pictures import save_attention_picture, save_position_picture
+from examples.translation.translator import translate
+from keras_transformer.saving import save_pretrained
+from keras_transformer.text import SubwordTokenizer, make_translation_dataset
+from keras_transformer.training import CheckpointAveraging
+
+QUICK = dict(
+    train_pairs=6000,
+    eval_pairs=200,
+    vocabulary_size=2000,
+    preset="tiny",
+    epochs=5,
+    tokens_per_batch=2048,
+    warmup_steps=300,
+    beam_size=2,
+)
+FULL = dict(
+    train_pairs=None,
+    eval_pairs=None,
+    vocabulary_size=8000,
+    preset="small",
+    epochs=30,
+    tokens_per_batch=4096,
+    warmup_steps=1000,
+    beam_size=5,
+)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small subset, a few minutes")
+    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="folder of Multi30k .gz files")
+    parser.add_argument("--output-dir", default=None, help="defaults to runs/multi30k[-quick]")
+    parser.add_argument("--preset", default=None, choices=["tiny", "small", "base", "big"])
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--tokens-per-batch", type=int, default=None)
+    parser.add_argument("--vocabulary-size", type=int, default=None)
+    parser.add_argument("--warmup-steps", type=int, default=None)
+    parser.add_argument("--dropout", type=float, default=None)
+    parser.add_argument("--train-pairs", type=int, default=None, help="use the first N pairs")
+    parser.add_argument("--eval-pairs", type=int, default=None, help="score the first N pairs")
+    parser.add_argument("--beam-size", type=int, default=None)
+    parser.add_argument("--length-penalty", type=float, default=0.6)
+    parser.add_argument("--average-checkpoints", type=int, default=5)
+    parser.add_argument("--precision", default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else FULL
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.output_dir is None:
+        args.output_dir = os.path.join("runs", "multi30k-quick" if args.quick else "multi30k")
+    return args
+
+
+def bleu(hypotheses, references):
+    cased = sacrebleu.corpus_bleu(hypotheses, [references])
+    lowercased = sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True)
+    return {"bleu": round(cased.score, 2), "bleu_lowercase": round(lowercased.score, 2)}
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    command = "python -m examples.translation.train " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    keras.utils.set_random_seed(args.seed)
+    os.makedirs(args.output_dir, exist_ok=True)
+    started = time.time()
+
+    train_pairs = load_multi30k("train", args.data_dir, limit=args.train_pairs)
+    splits = {
+        split: load_multi30k(split, args.data_dir, limit=args.eval_pairs)
+        for split in ("val", "test_2016_flickr")
+    }
+    print(f"data: {len(train_pairs)} training pairs from {args.data_dir}")
+
+    texts = [text for pair in train_pairs for text in pair]
+    tokenizer = SubwordTokenizer.train(texts, vocabulary_size=args.vocabulary_size)
+    print(f"tokenizer: shared SentencePiece BPE, {tokenizer.vocabulary_size} pieces")
+
+    train_data = make_translation_dataset(
+        train_pairs,
+        tokenizer,
+        tokens_per_batch=args.tokens_per_batch,
+        shuffle=True,
+        seed=args.seed,
+        pad_to_bucket_boundary=True,
+    )
+    val_data = make_translation_dataset(
+        splits["val"],
+        tokenizer,
+        tokens_per_batch=args.tokens_per_batch,
+        pad_to_bucket_boundary=True,
+    )
+
+    overrides = dict(
+        source_vocabulary_size=tokenizer.vocabulary_size,
+        share_embeddings=True,
+        warmup_steps=args.warmup_steps,
+    )
+    if args.dropout is not None:
+        overrides["dropout"] = args.dropout
+    model = kt.models.build(
+        "translation", preset=args.preset, precision=args.precision, **overrides
+    )
+    print("model:", json.dumps(model.build_info))
+
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
+        CheckpointAveraging(
+            os.path.join(args.output_dir, "checkpoints"), num_checkpoints=args.average_checkpoints
+        ),
+    ]
+    model.fit(
+        train_data,
+        validation_data=val_data,
+        epochs=args.epochs,
+        callbacks=callbacks,
+        verbose=1 if sys.stdout.isatty() else 2,
+    )
+    training_seconds = time.time() - started
+    print(
+        f"trained in {training_seconds / 60:.1f} min; weights = average of the last "
+        f"{args.average_checkpoints} epochs"
+    )
+
+    scores = {}
+    for split, pairs in splits.items():
+        sources = [source for source, _ in pairs]
+        references = [target for _, target in pairs]
+        hypotheses = translate(
+            model,
+            tokenizer,
+            sources,
+            beam_size=args.beam_size,
+            length_penalty=args.length_penalty,
+        )
+        scores[split] = bleu(hypotheses, references)
+        print(
+            f"{split}: sacreBLEU {scores[split]['bleu']:.2f} (cased, 13a), "
+            f"{scores[split]['bleu_lowercase']:.2f} lowercased, {len(pairs)} sentences"
+        )
+        if split == "test_2016_flickr":
+            samples = [
+                {"source": source, "translation": hypothesis, "reference": reference}
+                for source, hypothesis, reference in zip(sources, hypotheses, references)
+            ][:5]
+            for sample in samples:
+                print("  EN  {source}\n  DE* {translation}\n  DE  {reference}".format(**sample))
+
+    sample_source = splits["test_2016_flickr"][0][0]
+    save_attention_picture(
+        model, tokenizer, sample_source, os.path.join(args.output_dir, "cross_attention.png")
+    )
+    save_position_picture(os.path.join(args.output_dir, "position_table.png"))
+    metadata = {
+        "data_set": "Multi30k task 1 en-de (train; scored on val and test_2016_flickr)",
+        "train_pairs": len(train_pairs),
+        "scores": scores,
+        "command": command,
+        "training_minutes": round(training_seconds / 60, 1),
+        "beam_size": args.beam_size,
+        "length_penalty": args.length_penalty,
+        "build_info": model.build_info,
+        "samples": samples,
+    }
+    directory = save_pretrained(model, os.path.join(args.output_dir, "model"), tokenizer, metadata)
+    print(f"saved model, tokenizer and scores to {directory}")
+    print(f"total time {(time.time() - started) / 60:.1f} min")
+    return scores
+
+
+if __name__ == "__main__":
+    main()

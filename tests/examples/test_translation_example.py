@@ -1,0 +1,52 @@
+"""The translation example end to end on a tiny subset: train, score, save, reload."""
+
+import math
+
+import pytest
+
+from examples.translation import train
+from examples.translation.translator import translate
+from keras_transformer.saving import load_pretrained
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    output = tmp_path_factory.mktemp("translation")
+    argv = [
+        "--quick",
+        "--train-pairs", "300",
+        "--eval-pairs", "6",
+        "--epochs", "2",
+        "--vocabulary-size", "400",
+        "--tokens-per-batch", "1024",
+        "--beam-size", "2",
+        "--average-checkpoints", "2",
+        "--output-dir", str(output),
+    ]  # fmt: skip
+    return output, train.main(argv)
+
+
+def test_quick_run_reports_bleu_and_writes_files(quick_run):
+    output, scores = quick_run
+    for split in ("val", "test_2016_flickr"):
+        for key in ("bleu", "bleu_lowercase"):
+            assert 0.0 <= scores[split][key] <= 100.0 and math.isfinite(scores[split][key])
+    for name in ("cross_attention.png", "position_table.png", "model/metadata.json"):
+        assert (output / name).is_file(), name
+    assert len(list((output / "checkpoints").glob("*.weights.h5"))) == 2
+
+
+def test_saved_model_translates_identically(quick_run):
+    output, scores = quick_run
+    bundle = load_pretrained(output / "model")
+    assert bundle.metadata["scores"] == scores
+    assert bundle.metadata["command"].startswith("python -m examples.translation.train --quick")
+    samples = bundle.metadata["samples"]
+    reloaded = translate(
+        bundle.model,
+        bundle.tokenizer,
+        [sample["source"] for sample in samples],
+        beam_size=bundle.metadata["beam_size"],
+        length_penalty=bundle.metadata["length_penalty"],
+    )
+    assert reloaded == [sample["translation"] for sample in samples]
