@@ -31,14 +31,15 @@ from keras_transformer.text import SubwordTokenizer, make_translation_dataset
 from keras_transformer.training import CheckpointAveraging
 
 QUICK = dict(
-    train_pairs=6000,
+    train_pairs=12000,
     eval_pairs=200,
-    vocabulary_size=2000,
+    vocabulary_size=4000,
     preset="tiny",
-    epochs=5,
-    tokens_per_batch=2048,
+    epochs=4,
+    tokens_per_batch=4096,
     warmup_steps=300,
     beam_size=2,
+    average_checkpoints=2,
 )
 FULL = dict(
     train_pairs=None,
@@ -49,6 +50,7 @@ FULL = dict(
     tokens_per_batch=4096,
     warmup_steps=1000,
     beam_size=5,
+    average_checkpoints=5,
 )
 
 
@@ -67,7 +69,7 @@ def parse_args(argv):
     parser.add_argument("--eval-pairs", type=int, default=None, help="score the first N pairs")
     parser.add_argument("--beam-size", type=int, default=None)
     parser.add_argument("--length-penalty", type=float, default=0.6)
-    parser.add_argument("--average-checkpoints", type=int, default=5)
+    parser.add_argument("--average-checkpoints", type=int, default=None)
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
