@@ -25,6 +25,17 @@ def _as_rank4_mask(mask):
     raise ValueError(f"`mask` must have rank 2, 3 or 4. Received: mask.shape={mask.shape}.")
 
 
+def _fused_kernel_supports(dtype):
+    """Whether `keras.ops.dot_product_attention` compiles for `dtype` on this backend.
+
+    JAX's fused attention asks for float16 x float16 -> float32 dot products, which
+    XLA's CPU backend rejects under `jit`; the explicit path computes the same thing.
+    """
+    if keras.backend.backend() != "jax" or keras.backend.standardize_dtype(dtype) != "float16":
+        return True
+    return not keras.distribution.list_devices()[0].lower().startswith("cpu")
+
+
 def _check_inputs(query, key, value):
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         if len(tensor.shape) != 4:
@@ -137,7 +148,7 @@ def scaled_dot_product_attention(
         value = ops.repeat(value, num_heads // num_kv_heads, axis=2)
 
     dropout_active = bool(training) and dropout > 0.0
-    if not dropout_active and not return_attention_scores:
+    if not dropout_active and not return_attention_scores and _fused_kernel_supports(query.dtype):
         outputs = ops.dot_product_attention(
             query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
         )

@@ -139,6 +139,17 @@ def test_base_and_big_presets_match_table_3():
     assert big["hidden_dim"] // big["num_heads"] == 64
 
 
+def transformer_parameter_count(preset, vocabulary_size):
+    """Weights of a post-norm encoder-decoder with one shared, tied embedding matrix."""
+    d, ff, n = preset["hidden_dim"], preset["intermediate_dim"], preset["num_layers"]
+    attention = 4 * (d * d + d)  # query, key, value and output projections with biases
+    feed_forward = d * ff + ff + ff * d + d
+    norm = 2 * d
+    encoder_block = attention + feed_forward + 2 * norm
+    decoder_block = 2 * attention + feed_forward + 3 * norm
+    return vocabulary_size * d + n * (encoder_block + decoder_block)
+
+
 def test_base_preset_has_65m_parameters(device):
     model = kt.models.build(
         "translation",
@@ -153,6 +164,13 @@ def test_base_preset_has_65m_parameters(device):
     # Table 3 says 65M; this count is 63.1M (the paper rounds, and its tokenizer differs).
     assert model.build_info["num_params"] == model.count_params()
     assert abs(model.count_params() - 65e6) / 65e6 < 0.04, model.count_params()
+    assert model.count_params() == transformer_parameter_count(PRESETS["base"], 37000)
+
+
+def test_big_preset_has_213m_parameters():
+    # Counted, not built (850 MB of float32 weights): the formula matches the built base model.
+    count = transformer_parameter_count(PRESETS["big"], 37000)
+    assert abs(count - 213e6) / 213e6 < 0.01, count
 
 
 @pytest.mark.parametrize(
@@ -276,3 +294,21 @@ def test_unknown_key_error_lists_valid_keys(device):
         kt.models.build("classification", vocabulary_size=10, num_classes=2, share_embeddings=True)
     message = str(error.value)
     assert "share_embeddings" in message and "pooling" in message and "warmup_steps" in message
+
+
+def test_built_model_saves_and_loads(device, tmp_path, rng):
+    model = kt.models.build(
+        "translation", preset="tiny", source_vocabulary_size=30, precision="mixed_bfloat16"
+    )
+    assert isinstance(model.build_info, dict)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.dtype_policy.name == "mixed_bfloat16"
+    assert isinstance(loaded.optimizer._learning_rate, NoamSchedule)
+    assert isinstance(loaded.loss, LabelSmoothedCrossEntropy)
+    x = {
+        "encoder_token_ids": rng.integers(1, 30, (2, 6)).astype("int32"),
+        "decoder_token_ids": rng.integers(1, 30, (2, 4)).astype("int32"),
+    }
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from model_cases import CASES, EAGER_STEP, JAX_ON_CPU, compile_model, predict_logits
+from model_cases import CASES, EAGER_STEP, compile_model, predict_logits
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -79,20 +79,8 @@ def test_fit_evaluate_predict_on_arrays_and_tf_data(case, rng):
     np.testing.assert_allclose(from_dataset, predict_logits(model, x), rtol=1e-5, atol=1e-5)
 
 
-# JAX's `dot_product_attention` asks XLA for float16 x float16 -> float32 dot products, which
-# its CPU backend rejects when compiling (eager calls fall back; compiled steps fail).
-JAX_CPU_FLOAT16 = pytest.mark.xfail(
-    JAX_ON_CPU,
-    reason="jax.nn.dot_product_attention: F16_F16_F32 dot unsupported by XLA:CPU under jit",
-    raises=ValueError,
-    strict=True,
-)
-
-
 @BY_NAME
-@pytest.mark.parametrize(
-    "policy", [pytest.param("mixed_float16", marks=JAX_CPU_FLOAT16), "mixed_bfloat16"]
-)
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_logits_are_float32_and_training_is_finite(case, policy, rng):
     model = case.make(dtype=policy)
     x, y = case.data(rng)
