@@ -1,0 +1,427 @@
+"""Training-step throughput of our Transformer encoder against keras-hub's and Keras core's.
+
+What it measures: tokens per second of full training steps (forward, backward and an
+Adam update, `Model.train_on_batch`) of three encoder stacks of the same shape and the
+same semantics (post-norm, ReLU feed-forward, dropout 0.1 on the residual branches and
+on the attention probabilities):
+
+* ``ours``: `keras_transformer.layers.TransformerEncoder`;
+* ``keras_hub``: a stack of `keras_hub.layers.TransformerEncoder` blocks;
+* ``keras_core``: a stack of hand-built blocks around `keras.layers.MultiHeadAttention`.
+
+Everything outside the encoder is shared: a `keras.layers.Embedding` plus our
+`SinusoidalPositionEncoding` in front, and a per-token `Dense` classifier with sparse
+categorical cross-entropy (logits in float32) behind. Inputs are synthetic random token ids
+(no padding, so no masks). Each precision (``float32``, ``mixed_bfloat16``) and each
+``jit_compile`` setting is a separate compiled model. After warm-up steps (which include
+tracing and compilation), every round times ``--steps`` steps of each model, the contenders
+taking turns step by step in a rotating order (so that changes in the machine's load hit them
+alike); the reported figure is the median over the rounds. Tokens per CPU-second (the
+process's CPU time) are reported too, as a check that is less sensitive to other load.
+
+FLOPs per token are estimated as ``6 * P + 12 * L * T * d``: ``P`` counts the weights used in
+matrix multiplications (all encoder and classifier kernels and biases, not the embedding
+table), ``6 * P`` is forward plus backward, and ``12 * L * T * d`` is the two attention
+matrix products (``Q Kᵀ`` and ``A V``, ``2 * T * d`` FLOPs each per token and layer,
+tripled for training) over ``L`` layers of width ``d`` and sequence length ``T``. The
+percentage of peak compares that with a measured matmul peak of the CPU
+(``--peak-gflops``).
+
+Run from the repository root (the backend is chosen by ``KERAS_BACKEND``, or ``--backend``)::
+
+    python benchmarks/training.py                       # full run, appends to RESULTS.md
+    python benchmarks/training.py --quick --output /tmp/x.md   # tiny shapes, no XLA, ~30 s
+    KERAS_BACKEND=jax python benchmarks/training.py --jit on
+"""
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+
+CONTENDERS = ("ours", "keras_hub", "keras_core")
+PRECISIONS = ("float32", "mixed_bfloat16")
+# Matmul peaks measured on the 2-core AMD EPYC (Zen 4) benchmark machine, GFLOP/s.
+DEFAULT_PEAKS = "float32=456,mixed_bfloat16=804"
+
+FULL_SHAPE = dict(vocab=8000, hidden=256, heads=4, ff=1024, layers=4, seq=128, batch=32, classes=32)
+QUICK_SHAPE = dict(vocab=100, hidden=32, heads=2, ff=64, layers=1, seq=16, batch=4, classes=8)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per measurement")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (median is reported)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps per model")
+    parser.add_argument(
+        "--precisions", default=",".join(PRECISIONS), help="comma-separated dtype policies"
+    )
+    parser.add_argument(
+        "--jit",
+        choices=("both", "on", "off"),
+        default=None,
+        help="jit_compile setting(s) to measure (default: both; off with --quick)",
+    )
+    parser.add_argument(
+        "--contenders", default=",".join(CONTENDERS), help=f"subset of {','.join(CONTENDERS)}"
+    )
+    parser.add_argument(
+        "--backend",
+        default=None,
+        help="Keras backend; sets KERAS_BACKEND before Keras is imported (default: the "
+        "KERAS_BACKEND environment variable, else tensorflow)",
+    )
+    parser.add_argument(
+        "--output",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md"),
+        help="Markdown file to append the results to ('' to skip)",
+    )
+    parser.add_argument(
+        "--peak-gflops",
+        default=DEFAULT_PEAKS,
+        help="measured matmul peaks per precision, e.g. float32=456,mixed_bfloat16=804",
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke test")
+    for key, value in FULL_SHAPE.items():
+        parser.add_argument(f"--{key}", type=int, default=None, help=f"default {value}")
+    args = parser.parse_args(argv)
+
+    shape = dict(QUICK_SHAPE if args.quick else FULL_SHAPE)
+    for key in shape:
+        if getattr(args, key) is not None:
+            shape[key] = getattr(args, key)
+    args.shape = shape
+    defaults = (2, 1, 1) if args.quick else (10, 3, 3)
+    for name, default in zip(("steps", "rounds", "warmup"), defaults):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    args.precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    unknown = set(args.contenders) - set(CONTENDERS)
+    if unknown:
+        parser.error(f"unknown contenders {sorted(unknown)}; choose from {CONTENDERS}")
+    if args.jit is None:
+        args.jit = "off" if args.quick else "both"
+    args.jit_modes = {"both": [False, True], "on": [True], "off": [False]}[args.jit]
+    args.peaks = {}
+    for item in args.peak_gflops.split(","):
+        if item.strip():
+            name, value = item.split("=")
+            args.peaks[name.strip()] = float(value)
+    if args.steps < 1 or args.rounds < 1 or args.warmup < 1:
+        parser.error("--steps, --rounds and --warmup must be at least 1")
+    return args
+
+
+def build_model(contender, precision, jit_compile, shape):
+    """The shared embedding front and classifier head around one contender's encoder."""
+    import keras
+
+    from keras_transformer.layers import SinusoidalPositionEncoding, TransformerEncoder
+
+    common = dict(dtype=precision)
+    token_ids = keras.Input((shape["seq"],), dtype="int32", name="token_ids")
+    x = keras.layers.Embedding(shape["vocab"], shape["hidden"], name="embedding", **common)(
+        token_ids
+    )
+    x = keras.layers.Add(name="add_positions", **common)(
+        [x, SinusoidalPositionEncoding(name="positions", **common)(x)]
+    )
+    x = keras.layers.Dropout(0.1, name="embedding_dropout", **common)(x)
+    if contender == "ours":
+        x = TransformerEncoder(
+            num_layers=shape["layers"],
+            num_heads=shape["heads"],
+            intermediate_dim=shape["ff"],
+            dropout=0.1,
+            attention_dropout=0.1,
+            norm_first=False,
+            layer_norm_epsilon=1e-5,
+            name="encoder",
+            **common,
+        )(x)
+    else:
+        import keras_hub
+
+        for i in range(shape["layers"]):
+            if contender == "keras_hub":
+                block = keras_hub.layers.TransformerEncoder(
+                    shape["ff"], shape["heads"], dropout=0.1, name=f"block_{i}", **common
+                )
+            else:
+                block = core_encoder_block(shape, name=f"block_{i}", **common)
+            x = block(x)
+    logits = keras.layers.Dense(shape["classes"], dtype="float32", name="classifier")(x)
+    model = keras.Model(token_ids, logits, name=contender)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+    )
+    return model
+
+
+def core_encoder_block(shape, name, dtype):
+    """A post-norm encoder block written with Keras core layers only (functional)."""
+    import keras
+
+    width = shape["hidden"]
+    inputs = keras.Input((shape["seq"], width), dtype=keras.DTypePolicy(dtype).compute_dtype)
+
+    def layer(cls, *args, suffix, **kwargs):
+        return cls(*args, dtype=dtype, name=f"{name}_{suffix}", **kwargs)
+
+    attended = layer(
+        keras.layers.MultiHeadAttention,
+        num_heads=shape["heads"],
+        key_dim=width // shape["heads"],
+        dropout=0.1,
+        suffix="self_attention",
+    )(inputs, inputs)
+    attended = layer(keras.layers.Dropout, 0.1, suffix="attention_dropout")(attended)
+    x = layer(keras.layers.Add, suffix="attention_residual")([inputs, attended])
+    x = layer(keras.layers.LayerNormalization, epsilon=1e-5, suffix="attention_norm")(x)
+    h = layer(keras.layers.Dense, shape["ff"], activation="relu", suffix="ff_inner")(x)
+    h = layer(keras.layers.Dense, width, suffix="ff_outer")(h)
+    h = layer(keras.layers.Dropout, 0.1, suffix="ff_dropout")(h)
+    x = layer(keras.layers.Add, suffix="ff_residual")([x, h])
+    x = layer(keras.layers.LayerNormalization, epsilon=1e-5, suffix="ff_norm")(x)
+    return keras.Model(inputs, x, name=name)
+
+
+def matmul_params(model):
+    """Weights that take part in matrix multiplications: everything but the embedding table."""
+    total = 0
+    for weight in model.trainable_weights:
+        if weight.name in ("embeddings", "gamma", "beta"):  # lookups and layer norms
+            continue
+        total += int(_size(weight.shape))
+    return total
+
+
+def _size(shape):
+    size = 1
+    for dim in shape:
+        size *= dim
+    return size
+
+
+def flops_per_token(params, shape):
+    return 6 * params + 12 * shape["layers"] * shape["seq"] * shape["hidden"]
+
+
+def synthetic_batches(shape, count=4, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    size = (shape["batch"], shape["seq"])
+    return [
+        (
+            rng.integers(1, shape["vocab"], size=size, dtype="int32"),
+            rng.integers(0, shape["classes"], size=size, dtype="int32"),
+        )
+        for _ in range(count)
+    ]
+
+
+def run_steps(model, batches, steps):
+    """Runs `steps` training steps; returns (wall seconds, CPU seconds of this process)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for step in range(steps):
+        x, y = batches[step % len(batches)]
+        model.train_on_batch(x, y)  # returns numpy logs, which waits for the step
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def versions():
+    import keras
+    import keras_hub
+
+    found = {"Python": platform.python_version(), "Keras": keras.__version__}
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        found["TensorFlow"] = tf.__version__
+    elif backend == "jax":
+        import jax
+
+        found["JAX"] = jax.__version__
+    elif backend == "torch":
+        import torch
+
+        found["PyTorch"] = torch.__version__
+    found["keras-hub"] = keras_hub.__version__
+    return backend, found
+
+
+def cpu_description():
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    extras = [f for f in ("avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{model}, {os.cpu_count()} cores" + (f" ({', '.join(extras)})" if extras else "")
+
+
+def markdown_table(rows):
+    header = (
+        "| precision | jit_compile | contender | tokens/s | ours / this "
+        "| tokens/CPU-s | ours / this (CPU) | % of peak |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|\n"
+    )
+    lines = []
+    for row in rows:
+        ours = row["contender"] == "ours"
+        peak = "—" if row["peak_pct"] is None else f"{row['peak_pct']:.1f}"
+        lines.append(
+            f"| {row['precision']} | {'on' if row['jit'] else 'off'} | {row['contender']} "
+            f"| {row['tokens_per_s']:,.0f} | {'—' if ours else format(row['ratio'], '.3f')} "
+            f"| {row['tokens_per_cpu_s']:,.0f} "
+            f"| {'—' if ours else format(row['cpu_ratio'], '.3f')} | {peak} |"
+        )
+    return header + "\n".join(lines) + "\n"
+
+
+def load_average():
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return math.nan
+
+
+def write_results(path, backend, found, table, summary, elapsed, load):
+    command = "python " + shlex.join(sys.argv)
+    env_backend = os.environ.get("KERAS_BACKEND")
+    if env_backend:
+        command = f"KERAS_BACKEND={env_backend} {command}"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    new_file = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a") as f:
+        if new_file:
+            f.write("# Benchmark results\n")
+        f.write(f"\n## Training throughput, {stamp}\n\n")
+        f.write("Appended by `benchmarks/training.py`; see its docstring for what is measured.\n\n")
+        f.write(f"Command: `{command}`\n\n")
+        f.write(f"- Backend: {backend}; " + ", ".join(f"{k} {v}" for k, v in found.items()))
+        f.write(f"\n- CPU: {cpu_description()}\n")
+        f.write(f"- {summary}\n- Wall time: {elapsed:.0f} s; {load}\n\n")
+        f.write(table)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.backend:
+        os.environ["KERAS_BACKEND"] = args.backend
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    started, load_at_start = time.perf_counter(), load_average()
+
+    import keras
+
+    backend, found = versions()
+    shape = args.shape
+    tokens = shape["batch"] * shape["seq"]
+    print(f"backend {backend}; " + ", ".join(f"{k} {v}" for k, v in found.items()))
+    print(f"shape {shape}; {args.steps} steps x {args.rounds} rounds, {args.warmup} warm-up")
+
+    batches = synthetic_batches(shape)
+    configs = [(p, j) for p in args.precisions for j in args.jit_modes]
+    models, params = {}, {}
+    # Seeded once: changing TensorFlow's global seed later retraces every tf.function.
+    keras.utils.set_random_seed(0)
+    for precision, jit in configs:
+        for contender in args.contenders:
+            model = build_model(contender, precision, jit, shape)
+            t0 = time.perf_counter()
+            run_steps(model, batches, args.warmup)
+            key = (precision, jit, contender)
+            models[key] = model
+            params[key] = matmul_params(model)
+            print(
+                f"built {precision:>15} jit={'on ' if jit else 'off'} {contender:<10} "
+                f"{model.count_params():,} params, warm-up {time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
+    if len(set(params.values())) > 1:
+        print(f"WARNING: contenders differ in matmul parameters: {params}")
+
+    walls, cpus = {key: [] for key in models}, {key: [] for key in models}
+    for round_index in range(args.rounds):
+        for precision, jit in configs:
+            # The contenders take turns step by step (in a rotating order), so that a change
+            # in the machine's load hits them alike; each measurement sums `steps` steps.
+            spent = {c: [0.0, 0.0] for c in args.contenders}
+            for step in range(args.steps):
+                shift = (round_index + step) % len(args.contenders)
+                for contender in args.contenders[shift:] + args.contenders[:shift]:
+                    batch = batches[step % len(batches) : step % len(batches) + 1]
+                    wall, cpu = run_steps(models[(precision, jit, contender)], batch, 1)
+                    spent[contender][0] += wall
+                    spent[contender][1] += cpu
+            for contender, (wall, cpu) in spent.items():
+                walls[(precision, jit, contender)].append(tokens * args.steps / wall)
+                cpus[(precision, jit, contender)].append(tokens * args.steps / cpu)
+        done = ", ".join(f"{k[2]}/{k[0]}/{int(k[1])}={v[-1]:,.0f}" for k, v in walls.items())
+        print(f"round {round_index + 1} tokens/s: {done}", flush=True)
+
+    rows = []
+    for precision, jit in configs:
+        wall = {c: statistics.median(walls[(precision, jit, c)]) for c in args.contenders}
+        cpu = {c: statistics.median(cpus[(precision, jit, c)]) for c in args.contenders}
+        for contender in args.contenders:
+            peak = args.peaks.get(precision)
+            flops = flops_per_token(params[(precision, jit, contender)], shape)
+            rows.append(
+                dict(
+                    precision=precision,
+                    jit=jit,
+                    contender=contender,
+                    tokens_per_s=wall[contender],
+                    ratio=wall.get("ours", math.nan) / wall[contender],
+                    tokens_per_cpu_s=cpu[contender],
+                    cpu_ratio=cpu.get("ours", math.nan) / cpu[contender],
+                    peak_pct=None if peak is None else 100 * wall[contender] * flops / peak / 1e9,
+                )
+            )
+    table = markdown_table(rows)
+    some_params = next(iter(params.values()))
+    summary = (
+        f"Shape: {shape}; {args.steps} timed steps x {args.rounds} rounds (median), "
+        f"{args.warmup} warm-up steps. FLOPs/token = 6*P + 12*L*T*d = "
+        f"{flops_per_token(some_params, shape) / 1e6:.2f} M (P = {some_params:,} matmul "
+        f"weights); peaks (GFLOP/s): {args.peaks}. `ours / this` is ours' tokens/s over "
+        "the row's (> 1: ours is faster); tokens/CPU-s divides by the process's CPU time, "
+        "which is less sensitive to other load on the machine."
+    )
+    elapsed = time.perf_counter() - started
+    load = (
+        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
+        f"end on {os.cpu_count()} cores (other processes lower the absolute figures)"
+    )
+    print()
+    print(table)
+    print(summary)
+    print(f"wall time {elapsed:.0f} s; {load}")
+    if args.output:
+        write_results(args.output, backend, found, table, summary, elapsed, load)
+        print(f"appended to {args.output}")
+
+
+if __name__ == "__main__":
+    main()
