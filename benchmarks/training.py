@@ -31,7 +31,7 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND``, or ``-
 
     python benchmarks/training.py                       # full run, appends to RESULTS.md
     python benchmarks/training.py --quick --output /tmp/x.md   # tiny shapes, no XLA, ~30 s
-    KERAS_BACKEND=jax python benchmarks/training.py --jit on
+    KERAS_BACKEND=jax python benchmarks/training.py --jit on   # JAX without jit is eager
 """
 
 import argparse
