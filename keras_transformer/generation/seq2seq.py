@@ -17,7 +17,17 @@ from keras_transformer.generation.decoding import (
 EXTRA_LENGTH = 50
 
 
-def _make_generate_fn(options):
+def make_search_fn(options):
+    """The traceable body of `generate_seq2seq` for the checked `options`.
+
+    Returns a function `(model, source, sequences, limits, runtime) ->
+    (sequences, scores, num_columns)`: `source` is `(batch, source_length)` ids,
+    `sequences` is `(batch, 1 + cache_length)` holding the start id then
+    `pad_id`s, `limits` is `(batch,)` int32 (1 + the tokens each row may
+    generate) and `runtime` is `options.runtime` as tensors. Used by `generate`
+    and by `keras_transformer.saving.export_serving`, which traces it into a
+    SavedModel.
+    """
     copies = options.copies
 
     def generate_fn(model, source, sequences, limits, runtime):
@@ -169,7 +179,7 @@ def generate_seq2seq(
     limits = (1 + budgets).astype("int32")
 
     function = compiled_function(
-        model, ("seq2seq",) + options.static, lambda: _make_generate_fn(options), jit_compile
+        model, ("seq2seq",) + options.static, lambda: make_search_fn(options), jit_compile
     )
     sequences, scores, num_columns = function(
         ops.convert_to_tensor(source),

@@ -1,4 +1,4 @@
-"""Saving and sharing trained models: pretrained directories."""
+"""Saving and sharing trained models: pretrained directories and serving exports."""
 
 from keras_transformer.saving.pretrained import (
     Pretrained,
@@ -6,5 +6,12 @@ from keras_transformer.saving.pretrained import (
     load_pretrained,
     save_pretrained,
 )
+from keras_transformer.saving.serving import export_serving
 
-__all__ = ["Pretrained", "PretrainedDirectoryError", "load_pretrained", "save_pretrained"]
+__all__ = [
+    "Pretrained",
+    "PretrainedDirectoryError",
+    "export_serving",
+    "load_pretrained",
+    "save_pretrained",
+]

@@ -90,14 +90,14 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
         if tokenizer is not None:
             tokenizer.save(staging / TOKENIZER_DIR)
         (staging / METADATA_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
-        _replace(staging, directory)
+        replace_directory(staging, directory)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return directory
 
 
-def _replace(staging, directory):
+def replace_directory(staging, directory):
     """Moves `staging` to `directory`; the old directory survives any failure."""
     if not directory.exists():
         os.rename(staging, directory)
