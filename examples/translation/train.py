@@ -6,7 +6,9 @@ recipe (Noam schedule, label smoothing 0.1, Adam β2=0.98) on token-count batche
 averages the last checkpoints, translates val and test_2016_flickr with beam
 search (α 0.6) and prints cased and lowercased sacreBLEU (13a tokenisation),
 sample translations, and saves the model, tokenizer and scores with
-`save_pretrained`, plus attention and position-table pictures.
+`save_pretrained` (`<output-dir>/model`, for `examples.translation.translate`), a
+string-to-string SavedModel with `export_serving` (`<output-dir>/serving`), and
+attention and position-table pictures.
 
 Runs:
     python -m examples.translation.train --quick      # a few minutes on 2 CPU cores
@@ -26,7 +28,7 @@ import keras_transformer as kt
 from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
 from examples.translation.pictures import save_attention_picture, save_position_picture
 from examples.translation.translator import translate
-from keras_transformer.saving import save_pretrained
+from keras_transformer.saving import export_serving, save_pretrained
 from keras_transformer.text import SubwordTokenizer, make_translation_dataset
 from keras_transformer.training import CheckpointAveraging
 
@@ -45,10 +47,12 @@ FULL = dict(
     train_pairs=None,
     eval_pairs=None,
     vocabulary_size=8000,
-    preset="small",
-    epochs=30,
+    preset="tiny",
+    num_layers=4,
+    dropout=0.2,
+    epochs=22,
     tokens_per_batch=4096,
-    warmup_steps=1000,
+    warmup_steps=800,
     beam_size=5,
     average_checkpoints=5,
 )
@@ -64,6 +68,10 @@ def parse_args(argv):
     parser.add_argument("--tokens-per-batch", type=int, default=None)
     parser.add_argument("--vocabulary-size", type=int, default=None)
     parser.add_argument("--warmup-steps", type=int, default=None)
+    parser.add_argument("--num-layers", type=int, default=None, help="encoder and decoder blocks")
+    parser.add_argument("--hidden-dim", type=int, default=None)
+    parser.add_argument("--intermediate-dim", type=int, default=None)
+    parser.add_argument("--num-heads", type=int, default=None)
     parser.add_argument("--dropout", type=float, default=None)
     parser.add_argument("--train-pairs", type=int, default=None, help="use the first N pairs")
     parser.add_argument("--eval-pairs", type=int, default=None, help="score the first N pairs")
@@ -108,32 +116,35 @@ def main(argv=None):
     tokenizer = SubwordTokenizer.train(texts, vocabulary_size=args.vocabulary_size)
     print(f"tokenizer: shared SentencePiece BPE, {tokenizer.vocabulary_size} pieces")
 
+    overrides = dict(
+        source_vocabulary_size=tokenizer.vocabulary_size,
+        share_embeddings=True,
+        warmup_steps=args.warmup_steps,
+    )
+    for name in ("num_layers", "hidden_dim", "intermediate_dim", "num_heads", "dropout"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    model = kt.models.build(
+        "translation", preset=args.preset, precision=args.precision, **overrides
+    )
+    print("model:", json.dumps(model.build_info))
+
+    # Only XLA compiles per shape; the plain TensorFlow runtime is faster on unpadded batches.
+    fixed_shapes = bool(model.build_info["jit_compile"])
     train_data = make_translation_dataset(
         train_pairs,
         tokenizer,
         tokens_per_batch=args.tokens_per_batch,
         shuffle=True,
         seed=args.seed,
-        pad_to_bucket_boundary=True,
+        pad_to_bucket_boundary=fixed_shapes,
     )
     val_data = make_translation_dataset(
         splits["val"],
         tokenizer,
         tokens_per_batch=args.tokens_per_batch,
-        pad_to_bucket_boundary=True,
+        pad_to_bucket_boundary=fixed_shapes,
     )
-
-    overrides = dict(
-        source_vocabulary_size=tokenizer.vocabulary_size,
-        share_embeddings=True,
-        warmup_steps=args.warmup_steps,
-    )
-    if args.dropout is not None:
-        overrides["dropout"] = args.dropout
-    model = kt.models.build(
-        "translation", preset=args.preset, precision=args.precision, **overrides
-    )
-    print("model:", json.dumps(model.build_info))
 
     callbacks = [
         keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
@@ -196,6 +207,18 @@ def main(argv=None):
     }
     directory = save_pretrained(model, os.path.join(args.output_dir, "model"), tokenizer, metadata)
     print(f"saved model, tokenizer and scores to {directory}")
+    print(
+        f'  translate: python -m examples.translation.translate --model {directory} "A dog runs."'
+    )
+    if keras.backend.backend() == "tensorflow":
+        serving = export_serving(
+            model,
+            tokenizer,
+            os.path.join(args.output_dir, "serving"),
+            beam_size=args.beam_size,
+            length_penalty=args.length_penalty,
+        )
+        print(f"exported a string-to-string SavedModel (tf.saved_model.load) to {serving}")
     print(f"total time {(time.time() - started) / 60:.1f} min")
     return scores
 

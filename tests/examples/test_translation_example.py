@@ -5,8 +5,10 @@ import math
 import pytest
 
 from examples.translation import train
+from examples.translation import translate as translate_cli
 from examples.translation.translator import translate
 from keras_transformer.saving import load_pretrained
+from tests.saved_model_loader import load_in_fresh_process
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +52,25 @@ def test_saved_model_translates_identically(quick_run):
         length_penalty=bundle.metadata["length_penalty"],
     )
     assert reloaded == [sample["translation"] for sample in samples]
+
+
+def test_translate_command_prints_the_saved_translations(quick_run, capsys):
+    output, _ = quick_run
+    samples = load_pretrained(output / "model").metadata["samples"]
+    argv = ["--model", str(output / "model")] + [sample["source"] for sample in samples]
+    translations = translate_cli.main(argv)
+    assert translations == [sample["translation"] for sample in samples]
+    assert capsys.readouterr().out.splitlines() == translations
+
+
+def test_translate_command_reports_a_bad_directory(tmp_path):
+    with pytest.raises(SystemExit, match="error: No pretrained directory"):
+        translate_cli.main(["--model", str(tmp_path / "missing"), "A dog."])
+
+
+def test_serving_export_translates_identically(quick_run):
+    output, _ = quick_run
+    samples = load_pretrained(output / "model").metadata["samples"]
+    served = load_in_fresh_process(output / "serving", [sample["source"] for sample in samples])
+    assert served["batch"] == [sample["translation"] for sample in samples]
+    assert not served["imported_keras_transformer"]
