@@ -3,6 +3,8 @@
 import tensorflow as tf
 
 _TOKENIZE_CHUNK = 1024
+# Batches shuffled together after bucketing: all of an epoch of Multi30k (~140).
+_BATCH_SHUFFLE_BUFFER = 1024
 
 
 def length_bucket_boundaries(max_length, min_length=8, step=1.1):
@@ -157,8 +159,12 @@ def make_translation_dataset(
             (start id + target) kept. Must be <= `tokens_per_batch`. Defaults to `256`.
         truncate: bool, cut over-long sentences to `max_length` (the end id stays
             last) instead of dropping the pair. Defaults to `False` (drop).
-        shuffle: bool, shuffle the pairs before bucketing, differently each epoch;
-            use for training. Defaults to `False`.
+        shuffle: bool, shuffle the pairs before bucketing and the batches after it,
+            differently each epoch; use for training. Shuffling the batches matters:
+            bucketing flushes the partial (often tiny) batch of every bucket when the
+            pairs run out, and a run of tiny, noisy batches at the end of each epoch
+            measurably sets the model back just before it is validated and
+            checkpointed. Defaults to `False`.
         shuffle_buffer_size: int, shuffle buffer in pairs. Defaults to `32768` (all of
             Multi30k train).
         seed: int, shuffle seed. Defaults to `None` (random).
@@ -234,6 +240,9 @@ def make_translation_dataset(
         padding_values=(pad_id, pad_id, pad_id),
         pad_to_bucket_boundary=pad_to_bucket_boundary,
     )
+    if shuffle:
+        # Spreads each epoch's flushed partial batches among the full ones.
+        dataset = dataset.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(
         lambda encoder_ids, decoder_ids, labels: (
             {"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids},

@@ -150,6 +150,27 @@ def test_shuffle_changes_order_not_content(pairs, tokenizer):
     assert _rows(_batches(again)) == first
 
 
+def test_shuffle_spreads_the_flushed_partial_batches(pairs, tokenizer):
+    """Bucketing flushes every bucket's partial batch when the pairs run out; unshuffled,
+    they all come last (a run of small noisy updates right before validation)."""
+
+    def small_batch_positions(dataset):
+        sizes = [len(encoder) for encoder, _, _ in _batches(dataset)]
+        small = [i for i, size in enumerate(sizes) if size < np.median(sizes) / 2]
+        return np.array(small) / len(sizes), len(sizes)
+
+    plain, count = small_batch_positions(make_translation_dataset(pairs, tokenizer, 1024))
+    assert len(plain) >= 5 and plain.min() > 0.5  # all in the second half, at the end
+    positions = []
+    for seed in range(3):
+        shuffled, shuffled_count = small_batch_positions(
+            make_translation_dataset(pairs, tokenizer, 1024, shuffle=True, seed=seed)
+        )
+        assert shuffled_count == count
+        positions.extend(shuffled)
+    assert 0.3 < np.mean(positions) < 0.7 and min(positions) < 0.25
+
+
 def test_pad_to_bucket_boundary_gives_few_shapes(pairs, tokenizer):
     max_length = 64
     batches = _batches(
