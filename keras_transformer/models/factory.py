@@ -2,6 +2,7 @@
 
 import dataclasses
 import inspect
+import numbers
 import os
 import platform
 
@@ -316,8 +317,8 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
         **overrides: arguments of the model class (required: the vocabulary
             sizes, and `num_classes` for classification) and preset fields
             (`num_layers`, `hidden_dim`, `intermediate_dim`, `num_heads`,
-            `dropout`, `label_smoothing`, `warmup_steps`), which replace the
-            preset's values. A model argument wins over the preset field it
+            `dropout`, `label_smoothing`, `warmup_steps`, `learning_rate_scale`),
+            which replace the preset's values. A model argument wins over the preset field it
             derives from (e.g. `num_encoder_layers` over `num_layers`).
             `label_smoothing` applies to classification only when given here.
 
@@ -369,6 +370,12 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
 
     preset_values = dict(PRESETS[preset])
     preset_values.update({k: v for k, v in overrides.items() if k in PRESET_FIELDS})
+    scale = preset_values["learning_rate_scale"]
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0:
+        raise ValueError(
+            f"`learning_rate_scale` must be a positive number. Received: "
+            f"learning_rate_scale={scale!r}. Use 1.0 for the paper's schedule."
+        )
     if task == "classification" and "label_smoothing" not in overrides:
         preset_values["label_smoothing"] = 0.0  # smoothing is the paper's for sequences only
 
@@ -387,7 +394,11 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
     model = model_cls(**kwargs, dtype=precision)
 
     if compile:
-        optimizer = paper_optimizer(model.hidden_dim, preset_values["warmup_steps"])
+        optimizer = paper_optimizer(
+            model.hidden_dim,
+            preset_values["warmup_steps"],
+            scale=preset_values["learning_rate_scale"],
+        )
         if precision == "mixed_float16":
             # float16 gradients underflow without a (dynamic) loss scale.
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

@@ -70,11 +70,25 @@ def test_paper_recipe_for_translation(device):
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     schedule = optimizer._learning_rate
     assert isinstance(schedule, NoamSchedule)
-    assert (schedule.model_dim, schedule.warmup_steps) == (128, 123)
+    assert (schedule.model_dim, schedule.warmup_steps, schedule.scale) == (128, 123, 1.0)
     assert isinstance(model.loss, LabelSmoothedCrossEntropy)
     assert (model.loss.label_smoothing, model.loss.pad_id) == (0.1, 2)
     metric = model._compile_metrics._user_metrics[0]
     assert isinstance(metric, MaskedAccuracy) and metric.pad_id == 2
+
+
+def test_learning_rate_scale_multiplies_the_schedule():
+    model = kt.models.build(
+        "translation", preset="tiny", source_vocabulary_size=50, learning_rate_scale=2.5
+    )
+    schedule = model.optimizer._learning_rate
+    reference = NoamSchedule(128, PRESETS["tiny"]["warmup_steps"])
+    for step in (1, 100, 5000):
+        np.testing.assert_allclose(float(schedule(step)), 2.5 * float(reference(step)), rtol=1e-6)
+    with pytest.raises(ValueError, match="`learning_rate_scale` must be a positive number"):
+        kt.models.build(
+            "translation", preset="tiny", source_vocabulary_size=50, learning_rate_scale=0
+        )
 
 
 def test_classification_and_language_modeling(device, rng):
@@ -129,6 +143,7 @@ def test_base_and_big_presets_match_table_3():
         "dropout": 0.1,
         "label_smoothing": 0.1,
         "warmup_steps": 4000,
+        "learning_rate_scale": 1.0,
     }
     big = PRESETS["big"]
     assert (big["num_layers"], big["hidden_dim"], big["intermediate_dim"]) == (6, 1024, 4096)
