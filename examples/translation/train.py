@@ -42,6 +42,7 @@ QUICK = dict(
     epochs=2,
     tokens_per_batch=4096,
     warmup_steps=200,
+    learning_rate_scale=1.0,
     beam_size=2,
     average_checkpoints=1,
 )
@@ -52,9 +53,10 @@ FULL = dict(
     vocabulary_size=8000,
     preset="small",
     norm_first=True,
-    epochs=13,
+    epochs=14,
     tokens_per_batch=4096,
     warmup_steps=600,
+    learning_rate_scale=2.0,
     beam_size=5,
     average_checkpoints=5,
 )
@@ -70,6 +72,9 @@ def parse_args(argv):
     parser.add_argument("--tokens-per-batch", type=int, default=None)
     parser.add_argument("--vocabulary-size", type=int, default=None)
     parser.add_argument("--warmup-steps", type=int, default=None)
+    parser.add_argument(
+        "--learning-rate-scale", type=float, default=None, help="multiplier on the Noam schedule"
+    )
     parser.add_argument("--num-layers", type=int, default=None, help="encoder and decoder blocks")
     parser.add_argument("--hidden-dim", type=int, default=None)
     parser.add_argument("--intermediate-dim", type=int, default=None)
@@ -128,6 +133,7 @@ def main(argv=None):
         source_vocabulary_size=tokenizer.vocabulary_size,
         share_embeddings=True,
         warmup_steps=args.warmup_steps,
+        learning_rate_scale=args.learning_rate_scale,
     )
     sizes = ("num_layers", "hidden_dim", "intermediate_dim", "num_heads", "dropout", "norm_first")
     for name in sizes:
