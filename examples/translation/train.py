@@ -53,10 +53,10 @@ FULL = dict(
     vocabulary_size=8000,
     preset="small",
     norm_first=True,
-    epochs=14,
+    epochs=13,
     tokens_per_batch=4096,
     warmup_steps=600,
-    learning_rate_scale=2.0,
+    learning_rate_scale=1.0,
     beam_size=5,
     average_checkpoints=5,
 )
