@@ -45,6 +45,8 @@ QUICK = dict(
     learning_rate_scale=1.0,
     beam_size=2,
     average_checkpoints=1,
+    checkpoint_every=None,
+    min_tokens_per_batch=0,
 )
 # Under 45 minutes of training on 2 CPU cores (see RESULTS.md).
 FULL = dict(
@@ -56,9 +58,11 @@ FULL = dict(
     epochs=13,
     tokens_per_batch=4096,
     warmup_steps=600,
-    learning_rate_scale=1.0,
+    learning_rate_scale=1.25,
     beam_size=5,
-    average_checkpoints=5,
+    average_checkpoints=10,
+    checkpoint_every=64,
+    min_tokens_per_batch=1024,
 )
 
 
@@ -91,6 +95,18 @@ def parse_args(argv):
     parser.add_argument("--beam-size", type=int, default=None)
     parser.add_argument("--length-penalty", type=float, default=0.6)
     parser.add_argument("--average-checkpoints", type=int, default=None)
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        help="save a checkpoint to average every N updates (default: every epoch)",
+    )
+    parser.add_argument(
+        "--min-tokens-per-batch",
+        type=int,
+        default=None,
+        help="drop the flushed bucket leftovers smaller than this (training only)",
+    )
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -153,6 +169,7 @@ def main(argv=None):
         shuffle=True,
         seed=args.seed,
         pad_to_bucket_boundary=fixed_shapes,
+        min_tokens_per_batch=args.min_tokens_per_batch,
     )
     val_data = make_translation_dataset(
         splits["val"],
@@ -164,7 +181,9 @@ def main(argv=None):
     callbacks = [
         keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
         CheckpointAveraging(
-            os.path.join(args.output_dir, "checkpoints"), num_checkpoints=args.average_checkpoints
+            os.path.join(args.output_dir, "checkpoints"),
+            num_checkpoints=args.average_checkpoints,
+            save_freq=args.checkpoint_every or "epoch",
         ),
     ]
     model.fit(
@@ -175,9 +194,10 @@ def main(argv=None):
         verbose=1 if sys.stdout.isatty() else 2,
     )
     training_seconds = time.time() - started
+    every = f"{args.checkpoint_every} updates" if args.checkpoint_every else "epoch"
     print(
         f"trained in {training_seconds / 60:.1f} min; weights = average of the last "
-        f"{args.average_checkpoints} epochs"
+        f"{args.average_checkpoints} checkpoints (one per {every})"
     )
 
     scores = {}

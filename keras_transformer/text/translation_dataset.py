@@ -136,6 +136,7 @@ def make_translation_dataset(
     seed=None,
     pad_to_bucket_boundary=False,
     cache=True,
+    min_tokens_per_batch=0,
 ):
     """Batches of (source, target) sentence pairs for teacher-forced training.
 
@@ -174,6 +175,12 @@ def make_translation_dataset(
             retracing under XLA / JAX. Defaults to `False`.
         cache: bool, keep the tokenized pairs in memory after the first pass.
             Defaults to `True`.
+        min_tokens_per_batch: int, drop batches whose padded encoder and decoder
+            inputs both hold fewer tokens than this: the flushed leftovers of the
+            buckets, whose few pairs give a noisy update that counts as much as a
+            full batch's. With `shuffle=True` different pairs land in them each
+            epoch, so no pair is dropped for good; leave it at `0` for evaluation.
+            Defaults to `0` (keep every batch).
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_token_ids": [B, S], "decoder_token_ids":
@@ -197,6 +204,16 @@ def make_translation_dataset(
             f"`max_length` ({max_length}) must be <= `tokens_per_batch` ({tokens_per_batch}), "
             "or a single pair could not fit in a batch. Raise `tokens_per_batch` or lower "
             "`max_length`."
+        )
+    if (
+        isinstance(min_tokens_per_batch, bool)
+        or not isinstance(min_tokens_per_batch, int)
+        or not 0 <= min_tokens_per_batch <= tokens_per_batch
+    ):
+        raise ValueError(
+            "`min_tokens_per_batch` must be an int between 0 and `tokens_per_batch` "
+            f"({tokens_per_batch}), e.g. a quarter of it. Received: "
+            f"min_tokens_per_batch={min_tokens_per_batch!r}"
         )
     pad_id = tokenizer.pad_id
     if pad_id != 0:
@@ -240,6 +257,12 @@ def make_translation_dataset(
         padding_values=(pad_id, pad_id, pad_id),
         pad_to_bucket_boundary=pad_to_bucket_boundary,
     )
+    if min_tokens_per_batch:
+        dataset = dataset.filter(
+            lambda encoder_ids, decoder_ids, labels: (
+                tf.maximum(tf.size(encoder_ids), tf.size(decoder_ids)) >= min_tokens_per_batch
+            )
+        )
     if shuffle:
         # Spreads each epoch's flushed partial batches among the full ones.
         dataset = dataset.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)

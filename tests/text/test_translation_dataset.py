@@ -171,6 +171,23 @@ def test_shuffle_spreads_the_flushed_partial_batches(pairs, tokenizer):
     assert 0.3 < np.mean(positions) < 0.7 and min(positions) < 0.25
 
 
+def test_min_tokens_per_batch_drops_only_the_small_batches(pairs, tokenizer):
+    def tokens(batch):
+        encoder, decoder, _ = batch
+        return max(encoder.size, decoder.size)
+
+    every = _batches(make_translation_dataset(pairs, tokenizer, 1024, shuffle=True, seed=3))
+    kept = _batches(
+        make_translation_dataset(
+            pairs, tokenizer, 1024, shuffle=True, seed=3, min_tokens_per_batch=256
+        )
+    )
+    small = [batch for batch in every if tokens(batch) < 256]
+    assert small and len(kept) == len(every) - len(small)
+    assert min(tokens(batch) for batch in kept) >= 256
+    assert sorted(_rows(kept)) == sorted(_rows([b for b in every if tokens(b) >= 256]))
+
+
 def test_pad_to_bucket_boundary_gives_few_shapes(pairs, tokenizer):
     max_length = 64
     batches = _batches(
@@ -203,6 +220,8 @@ def test_accepts_a_dataset_of_string_pairs(pairs, tokenizer):
         ({"tokens_per_batch": 100, "max_length": 200}, "must be <= `tokens_per_batch`"),
         ({"tokens_per_batch": 0}, "`tokens_per_batch`"),
         ({"max_length": 1}, "`max_length`"),
+        ({"min_tokens_per_batch": -1}, "`min_tokens_per_batch` must be an int between 0"),
+        ({"min_tokens_per_batch": 5000}, r"between 0 and `tokens_per_batch` \(4096\)"),
     ],
 )
 def test_bad_arguments_raise(pairs, tokenizer, kwargs, match):
