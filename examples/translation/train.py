@@ -99,7 +99,7 @@ def parse_args(argv):
         "--checkpoint-every",
         type=int,
         default=None,
-        help="save a checkpoint to average every N updates (default: every epoch)",
+        help="save a checkpoint to average every N updates (0: once per epoch)",
     )
     parser.add_argument(
         "--min-tokens-per-batch",
