@@ -318,8 +318,9 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
             sizes, and `num_classes` for classification) and preset fields
             (`num_layers`, `hidden_dim`, `intermediate_dim`, `num_heads`,
             `dropout`, `label_smoothing`, `warmup_steps`, `learning_rate_scale`),
-            which replace the preset's values. A model argument wins over the preset field it
-            derives from (e.g. `num_encoder_layers` over `num_layers`).
+            which replace the preset's values. A model argument wins over the
+            preset field it derives from (e.g. `num_encoder_layers` over
+            `num_layers`).
             `label_smoothing` applies to classification only when given here.
 
     Returns:
