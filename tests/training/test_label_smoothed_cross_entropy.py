@@ -94,6 +94,16 @@ def test_zero_probability_at_padding_stays_finite():
     np.testing.assert_allclose(value, expected, rtol=1e-6)
 
 
+def test_no_smoothing_ignores_a_masked_out_class():
+    # A class with logit -inf has log-probability -inf; without smoothing it
+    # carries no target mass and must not turn the loss into NaN (0 * -inf).
+    loss = LabelSmoothedCrossEntropy(label_smoothing=0.0, pad_id=None)
+    logits = np.array([[[1.0, 2.0, -np.inf]]], dtype="float32")
+    value = float(loss(np.array([[1]]), logits))
+    expected = -(2.0 - np.log(np.exp(1.0) + np.exp(2.0)))
+    np.testing.assert_allclose(value, expected, rtol=1e-6)
+
+
 def test_all_padding_gives_zero():
     loss = LabelSmoothedCrossEntropy(pad_id=0)
     value = loss(np.zeros((2, 3), "int32"), np.ones((2, 3, 4), "float32"))
