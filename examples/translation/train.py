@@ -187,9 +187,9 @@ def main(argv=None):
         ),
     ]
     # Keras opens a new iterator for every pass over a finite dataset, and on TensorFlow
-    # each new one stalled the run with the CPU idle (40-100 s per epoch on the full
-    # data, a third of the epoch). One iterator over the repeated data, cut into epochs
-    # by `steps_per_epoch`, does not stall. Every epoch has the same number of batches:
+    # the first step after each new one waited ~1 min with the CPU idle (RESULTS.md,
+    # "What was tried", item 8). One iterator over the repeated data, cut into epochs by
+    # `steps_per_epoch`, removes that wait. Every epoch has the same number of batches:
     # which pairs share a length bucket changes, how many each bucket holds does not.
     steps_per_epoch = sum(1 for _ in train_data)
     if steps_per_epoch == 0:
