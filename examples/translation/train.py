@@ -186,11 +186,11 @@ def main(argv=None):
             save_freq=args.checkpoint_every or "epoch",
         ),
     ]
-    # Keras opens a new iterator for every pass over a finite dataset, and on TensorFlow
-    # the first step after each new one waited ~1 min with the CPU idle (RESULTS.md,
-    # "What was tried", item 8). One iterator over the repeated data, cut into epochs by
-    # `steps_per_epoch`, removes that wait. Every epoch has the same number of batches:
-    # which pairs share a length bucket changes, how many each bucket holds does not.
+    # Bucketing hides the dataset's length from Keras; counting it once gives the first
+    # epoch's progress bar its total and catches an empty dataset early. One iterator over
+    # the repeated data, cut into epochs by `steps_per_epoch`, then serves the whole run.
+    # Every epoch has the same number of batches: which pairs share a length bucket
+    # changes, how many each bucket holds does not.
     steps_per_epoch = sum(1 for _ in train_data)
     if steps_per_epoch == 0:
         raise ValueError(

@@ -147,7 +147,8 @@ def make_translation_dataset(
     that a batch holds at most `tokens_per_batch` tokens on each side, padding
     included, like the paper's ~25,000 source + 25,000 target tokens per batch.
     Short sentences therefore come in large batches and long ones in small batches;
-    the last batch of a bucket may be smaller.
+    the last batch of a bucket may be smaller. The dataset has `tf.data` autotuning
+    turned off: with it, Keras stalled up to a minute an epoch deleting iterators.
 
     Args:
         pairs: list of `(source, target)` str pairs (e.g. from `load_multi30k`), or a
@@ -273,4 +274,11 @@ def make_translation_dataset(
         ),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    # Autotuning runs a thread that sleeps for periods growing to a minute, and deleting
+    # an iterator waits for it to wake: Keras deletes the validation iterator every epoch
+    # (and the training one, on a finite dataset), so epochs stalled for up to 60 s with
+    # the CPU idle. After the cache the pipeline costs milliseconds a batch, so the
+    # untuned defaults (parallel calls, a growing prefetch buffer) are enough.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)

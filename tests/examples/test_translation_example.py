@@ -78,3 +78,18 @@ def test_serving_export_translates_identically(quick_run):
     served = load_in_fresh_process(output / "serving", [sample["source"] for sample in samples])
     assert served["batch"] == [sample["translation"] for sample in samples]
     assert not served["imported_keras_transformer"]
+
+
+def test_too_high_min_tokens_per_batch_is_reported(tmp_path):
+    # 100 short pairs fill no batch up to 4,000 tokens: every batch is dropped.
+    argv = [
+        "--quick",
+        "--train-pairs", "100",
+        "--eval-pairs", "2",
+        "--vocabulary-size", "400",
+        "--tokens-per-batch", "4096",
+        "--min-tokens-per-batch", "4000",
+        "--output-dir", str(tmp_path),
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="fewer than --min-tokens-per-batch=4000 tokens. Lower it"):
+        train.main(argv)

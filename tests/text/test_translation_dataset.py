@@ -207,6 +207,14 @@ def test_pad_to_bucket_boundary_gives_few_shapes(pairs, tokenizer):
     assert len({e.shape for e, _, _ in batches}) <= 2 * len(allowed)
 
 
+def test_autotuning_is_off(pairs, tokenizer):
+    # With it on, deleting an iterator that lived a few minutes (Keras deletes the
+    # validation iterator every epoch) waited up to 60 s for the autotuning thread.
+    for shuffle in (False, True):
+        dataset = make_translation_dataset(pairs[:50], tokenizer, shuffle=shuffle)
+        assert dataset.options().autotune.enabled is False
+
+
 def test_accepts_a_dataset_of_string_pairs(pairs, tokenizer):
     subset = pairs[:100]
     source = tf.data.Dataset.from_tensor_slices(([s for s, _ in subset], [t for _, t in subset]))
