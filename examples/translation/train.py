@@ -190,8 +190,9 @@ def main(argv=None):
     # Bucketing hides the dataset's length from Keras; counting it once gives the first
     # epoch's progress bar its total and catches an empty dataset early. One iterator over
     # the repeated data, cut into epochs by `steps_per_epoch`, then serves the whole run.
-    # Every epoch has the same number of batches: which pairs share a length bucket
-    # changes, how many each bucket holds does not.
+    # Passes over the data hold the same number of batches as long as no bucket's leftover
+    # batch sits at the `--min-tokens-per-batch` threshold (123 in each of 20 passes over
+    # Multi30k); otherwise an epoch may end a batch or two into the next pass.
     steps_per_epoch = sum(1 for _ in train_data)
     if steps_per_epoch == 0:
         raise ValueError(
