@@ -47,6 +47,28 @@ def test_sample_weight_per_sequence():
     np.testing.assert_allclose(float(metric.result()), 4 / 7, rtol=1e-6)
 
 
+def test_matches_numpy_arg_max_on_random_logits():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(4, 7, 50)).astype("float32")
+    labels = rng.integers(0, 50, size=(4, 7))
+    # Make about half the tokens right, and some of them padding.
+    labels[:, ::2] = np.argmax(logits, axis=-1)[:, ::2]
+    labels[:, 5:] = 0
+    metric = MaskedAccuracy(pad_id=0)
+    metric.update_state(labels, logits)
+    keep = labels != 0
+    expected = (np.argmax(logits, axis=-1) == labels)[keep].mean()
+    assert 0.3 < expected < 1.0
+    np.testing.assert_allclose(float(metric.result()), expected, rtol=1e-6)
+
+
+def test_a_tie_for_the_best_score_counts_as_right():
+    metric = MaskedAccuracy(pad_id=None)
+    scores = np.array([[[0.5, 0.5, 0.0], [0.2, 0.4, 0.4], [0.2, 0.4, 0.4]]], dtype="float32")
+    metric.update_state([[1, 2, 0]], scores)
+    np.testing.assert_allclose(float(metric.result()), 2 / 3, rtol=1e-6)
+
+
 def test_labels_with_trailing_axis():
     metric = MaskedAccuracy(pad_id=0)
     metric.update_state(np.array([[[1], [2], [0]]]), scores_for([[1, 3, 2]]))
