@@ -79,8 +79,13 @@ class MaskedAccuracy(keras.metrics.Metric):
         # The label's score against the best score rather than an arg-max: one reduction
         # over the (batch, length, vocab_size) scores instead of the several passes that
         # `ops.argmax` makes on floats with TensorFlow (~4% of a translation training step).
+        # A label outside the vocabulary (a pad id such as -100) is never right, and is
+        # clipped first because TensorFlow's gather rejects it.
+        vocab_size = ops.shape(y_pred)[-1]
+        in_vocabulary = ops.logical_and(ops.greater_equal(labels, 0), ops.less(labels, vocab_size))
+        gathered = ops.clip(labels, 0, vocab_size - 1)
         label_scores = ops.squeeze(
-            ops.take_along_axis(y_pred, ops.expand_dims(labels, -1), axis=-1), axis=-1
+            ops.take_along_axis(y_pred, ops.expand_dims(gathered, -1), axis=-1), axis=-1
         )
         best_scores = ops.max(y_pred, axis=-1)
 
@@ -95,7 +100,10 @@ class MaskedAccuracy(keras.metrics.Metric):
                 sample_weight = ops.expand_dims(sample_weight, -1)
             weights = weights * sample_weight
 
-        hits = ops.cast(ops.greater_equal(label_scores, best_scores), "float32")
+        hits = ops.cast(
+            ops.logical_and(in_vocabulary, ops.greater_equal(label_scores, best_scores)),
+            "float32",
+        )
         self.correct.assign_add(ops.sum(hits * weights))
         self.count.assign_add(ops.sum(weights))
 

@@ -69,6 +69,18 @@ def test_a_tie_for_the_best_score_counts_as_right():
     np.testing.assert_allclose(float(metric.result()), 2 / 3, rtol=1e-6)
 
 
+def test_pad_id_outside_the_vocabulary():
+    # PyTorch-style -100 padding: skipped with pad_id=-100, never right with pad_id=None.
+    labels = [[1, 2, -100], [3, -100, -100]]
+    scores = scores_for([[1, 4, 0], [3, 0, 0]])
+    metric = MaskedAccuracy(pad_id=-100)
+    metric.update_state(labels, scores)
+    np.testing.assert_allclose(float(metric.result()), 2 / 3, rtol=1e-6)
+    metric = MaskedAccuracy(pad_id=None)
+    metric.update_state(labels, scores)
+    np.testing.assert_allclose(float(metric.result()), 2 / 6, rtol=1e-6)
+
+
 def test_labels_with_trailing_axis():
     metric = MaskedAccuracy(pad_id=0)
     metric.update_state(np.array([[[1], [2], [0]]]), scores_for([[1, 3, 2]]))
