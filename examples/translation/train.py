@@ -47,6 +47,7 @@ QUICK = dict(
     average_checkpoints=1,
     checkpoint_every=None,
     min_tokens_per_batch=0,
+    subword_dropout=0.0,
 )
 # Under 45 minutes of training on 2 CPU cores (see RESULTS.md).
 FULL = dict(
@@ -64,6 +65,7 @@ FULL = dict(
     average_checkpoints=10,
     checkpoint_every=64,
     min_tokens_per_batch=1024,
+    subword_dropout=0.0,
 )
 
 
@@ -107,6 +109,12 @@ def parse_args(argv):
         type=int,
         default=None,
         help="drop the flushed bucket leftovers smaller than this (training only)",
+    )
+    parser.add_argument(
+        "--subword-dropout",
+        type=float,
+        default=None,
+        help="BPE-dropout on the training pairs, e.g. 0.05 (0: off)",
     )
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--seed", type=int, default=0)
@@ -171,6 +179,7 @@ def main(argv=None):
         seed=args.seed,
         pad_to_bucket_boundary=fixed_shapes,
         min_tokens_per_batch=args.min_tokens_per_batch,
+        subword_dropout=args.subword_dropout,
     )
     val_data = make_translation_dataset(
         splits["val"],
