@@ -304,9 +304,7 @@ class SubwordTokenizer(tf.Module):
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
             raise ValueError(f"`dropout` must be a float in [0, 1). Received: dropout={dropout!r}")
         if not 0 <= dropout < 1:
-            raise ValueError(
-                f"`dropout` must be in [0, 1), e.g. 0.1. Received: dropout={dropout}"
-            )
+            raise ValueError(f"`dropout` must be in [0, 1), e.g. 0.1. Received: dropout={dropout}")
         if isinstance(texts, (str, bytes)):
             raise ValueError("`texts` must be a list of str; wrap a single one: `[text]`.")
         texts = [text.decode("utf-8") if isinstance(text, bytes) else text for text in texts]

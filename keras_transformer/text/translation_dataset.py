@@ -310,9 +310,7 @@ def make_translation_dataset(
     else:
         dataset = _as_pair_dataset(pairs)
         # Tokenizing a chunk at a time is much faster than one sentence per call.
-        dataset = dataset.batch(_TOKENIZE_CHUNK).map(
-            tokenize, num_parallel_calls=tf.data.AUTOTUNE
-        )
+        dataset = dataset.batch(_TOKENIZE_CHUNK).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
         # Unbatching ragged rows yields rank-1 "ragged" specs that `padded_batch`
         # rejects; passing them through a map turns them into plain tensors.
         dataset = dataset.unbatch().map(lambda *ids: ids)

@@ -174,3 +174,32 @@ def test_tokenizer_survives_clear_session(tokenizer):
     assert tokenizer.tokenize(SAMPLES).to_list() == expected
     assert [ids.numpy().tolist() for ids in dataset] == expected
     assert tokenizer.decode(tokenizer.tokenize(SAMPLES)) == SAMPLES
+
+
+def test_tokenize_with_dropout_resplits_and_round_trips(tokenizer, pairs):
+    texts = SAMPLES + [s for pair in pairs[:300] for s in pair]
+    plain = [ids.tolist() for ids in tokenizer.tokenize(texts).numpy()]
+    assert tokenizer.tokenize_with_dropout(texts, 0.0) == plain
+    sampled = tokenizer.tokenize_with_dropout(texts, 0.1, seed=3)
+    assert tokenizer.decode(tf.ragged.constant(sampled)) == texts
+    # Skipped merges leave more, shorter pieces, and never special ids.
+    assert sum(map(len, sampled)) > 1.2 * sum(map(len, plain))
+    assert min(min(ids) for ids in sampled) >= 4
+    changed = sum(a != b for a, b in zip(sampled, plain))
+    assert changed > len(texts) // 2
+    assert tokenizer.tokenize_with_dropout(texts, 0.1, seed=3) == sampled
+    assert tokenizer.tokenize_with_dropout(texts, 0.1, seed=4) != sampled
+
+
+@pytest.mark.parametrize(
+    "texts, dropout, match",
+    [
+        (["a"], 1.0, r"`dropout` must be in \[0, 1\)"),
+        (["a"], -0.1, r"`dropout` must be in \[0, 1\)"),
+        (["a"], "0.1", "`dropout` must be a float"),
+        ("a", 0.1, "wrap a single one"),
+    ],
+)
+def test_tokenize_with_dropout_bad_arguments_raise(tokenizer, texts, dropout, match):
+    with pytest.raises(ValueError, match=match):
+        tokenizer.tokenize_with_dropout(texts, dropout)

@@ -110,6 +110,31 @@ def test_every_pair_appears_once_and_decodes_back(pairs, tokenizer):
     assert sorted(zip(sources, targets)) == sorted(subset)
 
 
+def test_subword_dropout_resplits_every_pass_and_repeats_with_a_seed(pairs, tokenizer):
+    subset = pairs[:300]
+
+    def make():
+        return make_translation_dataset(
+            subset, tokenizer, tokens_per_batch=256, shuffle=True, seed=5, subword_dropout=0.1
+        )
+
+    dataset = make()
+    passes = [_rows(_batches(dataset)) for _ in range(2)]
+    plain = _rows(_batches(make_translation_dataset(subset, tokenizer, tokens_per_batch=256)))
+    for rows in passes:
+        assert len(rows) == 300
+        sources = tokenizer.decode(tf.ragged.constant([e for e, _, _ in rows]))
+        targets = tokenizer.decode(tf.ragged.constant([d for _, d, _ in rows]))
+        assert sorted(zip(sources, targets)) == sorted(subset)
+        for encoder, decoder, labels in rows:
+            assert encoder[-1] == END and decoder[0] == START and labels[-1] == END
+            assert decoder[1:] == labels[:-1]
+        assert sum(len(d) for _, d, _ in rows) > 1.2 * sum(len(d) for _, d, _ in plain)
+    assert sorted(passes[0]) != sorted(passes[1])
+    again = make()
+    assert [_rows(_batches(again)) for _ in range(2)] == passes
+
+
 def test_max_length_drops_long_pairs(pairs, tokenizer):
     max_length = 16
     source = tokenize_source(tokenizer, [s for s, _ in pairs]).row_lengths().numpy()
@@ -230,11 +255,21 @@ def test_accepts_a_dataset_of_string_pairs(pairs, tokenizer):
         ({"max_length": 1}, "`max_length`"),
         ({"min_tokens_per_batch": -1}, "`min_tokens_per_batch` must be an int between 0"),
         ({"min_tokens_per_batch": 5000}, r"between 0 and `tokens_per_batch` \(4096\)"),
+        ({"subword_dropout": 1.0}, r"`subword_dropout` must be in \[0, 1\)"),
+        ({"subword_dropout": "0.1"}, "`subword_dropout` must be a float"),
     ],
 )
 def test_bad_arguments_raise(pairs, tokenizer, kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_translation_dataset(pairs[:10], tokenizer, **kwargs)
+
+
+def test_subword_dropout_needs_a_list_of_pairs(pairs, tokenizer):
+    dataset = tf.data.Dataset.from_tensor_slices(
+        ([s for s, _ in pairs[:5]], [t for _, t in pairs[:5]])
+    )
+    with pytest.raises(ValueError, match="needs `pairs` as a list"):
+        make_translation_dataset(dataset, tokenizer, subword_dropout=0.1)
 
 
 def test_bad_pairs_raise(tokenizer):
