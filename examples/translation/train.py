@@ -69,6 +69,13 @@ FULL = dict(
 )
 
 
+def _subword_dropout(text):
+    values = tuple(float(value) for value in text.split(","))
+    if len(values) not in (1, 2):
+        raise argparse.ArgumentTypeError(f"expected P or SOURCE,TARGET, got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small subset, a few minutes")
@@ -112,9 +119,10 @@ def parse_args(argv):
     )
     parser.add_argument(
         "--subword-dropout",
-        type=float,
+        type=_subword_dropout,
         default=None,
-        help="BPE-dropout on the training pairs, e.g. 0.05 (0: off)",
+        help="BPE-dropout on the training pairs: P for both sides, or SOURCE,TARGET "
+        "(e.g. 0.1,0 for the source only); 0: off",
     )
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--seed", type=int, default=0)

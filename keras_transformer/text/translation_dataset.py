@@ -133,7 +133,25 @@ def _as_pair_dataset(pairs):
     return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
 
 
-def _sampled_ids_dataset(pairs, tokenizer, dropout, seed, max_length):
+def _subword_dropouts(subword_dropout):
+    """`(source, target)` dropout probabilities from a float or a pair of floats."""
+    pair = subword_dropout
+    if not isinstance(pair, (tuple, list)):
+        pair = (pair, pair)
+    valid = len(pair) == 2 and all(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
+        for value in pair
+    )
+    if not valid:
+        raise ValueError(
+            "`subword_dropout` must be a float in [0, 1) (e.g. 0.1; 0 turns it off) or a "
+            "(source, target) pair of them, e.g. (0.1, 0.0) for the source side only. "
+            f"Received: subword_dropout={subword_dropout!r}"
+        )
+    return tuple(float(value) for value in pair)
+
+
+def _sampled_ids_dataset(pairs, tokenizer, dropouts, seed, max_length):
     """(encoder ids, decoder ids, labels) per pair, split afresh on every pass."""
     pairs = _as_pair_list(pairs)
     sources = [source for source, _ in pairs]
@@ -145,8 +163,8 @@ def _sampled_ids_dataset(pairs, tokenizer, dropout, seed, max_length):
     def generate():
         # Distinct seeds per pass and per side; the same `seed` repeats the run.
         pass_seed = (base_seed * 1000 + 2 * next(passes)) % 2**31
-        source_ids = tokenizer.tokenize_with_dropout(sources, dropout, seed=pass_seed)
-        target_ids = tokenizer.tokenize_with_dropout(targets, dropout, seed=pass_seed + 1)
+        source_ids = tokenizer.tokenize_with_dropout(sources, dropouts[0], seed=pass_seed)
+        target_ids = tokenizer.tokenize_with_dropout(targets, dropouts[1], seed=pass_seed + 1)
         source_ids = [ids[:keep] + [tokenizer.end_id] for ids in source_ids]
         target_ids = [ids[:keep] for ids in target_ids]
         # A chunk at a time, as flat ids and row lengths: yielding pair by pair takes
@@ -238,13 +256,14 @@ def make_translation_dataset(
             full batch's. With `shuffle=True` different pairs land in them each
             epoch, so no pair is dropped for good; leave it at `0` for evaluation.
             Defaults to `0` (keep every batch).
-        subword_dropout: float in `[0, 1)`, BPE-dropout for training: each pass over
-            the data splits the sentences afresh with
-            `tokenizer.tokenize_with_dropout` (seeded from `seed` and the pass
-            number), so the model sees varied segmentations of the same words.
+        subword_dropout: float in `[0, 1)`, or a `(source, target)` pair of them
+            (e.g. `(0.1, 0.0)` for the source side only): BPE-dropout for training.
+            Each pass over the data splits the sentences afresh with
+            `tokenizer.tokenize_with_dropout`, seeded from `seed` and the pass
+            number, so the model sees varied segmentations of the same words.
             Sequences get longer (~+20% tokens at `0.05` on Multi30k), so an epoch
-            holds more batches. Needs `pairs` as a list and `cache=False` has no
-            effect (nothing is cached). Defaults to `0.0` (the fixed segmentation).
+            holds more batches. Needs `pairs` as a list; `cache` is ignored.
+            Defaults to `0.0` (the fixed segmentation).
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_token_ids": [B, S], "decoder_token_ids":
@@ -279,17 +298,8 @@ def make_translation_dataset(
             f"({tokens_per_batch}), e.g. a quarter of it. Received: "
             f"min_tokens_per_batch={min_tokens_per_batch!r}"
         )
-    if isinstance(subword_dropout, bool) or not isinstance(subword_dropout, (int, float)):
-        raise ValueError(
-            f"`subword_dropout` must be a float in [0, 1). Received: "
-            f"subword_dropout={subword_dropout!r}"
-        )
-    if not 0 <= subword_dropout < 1:
-        raise ValueError(
-            f"`subword_dropout` must be in [0, 1), e.g. 0.1; 0 turns it off. Received: "
-            f"subword_dropout={subword_dropout}"
-        )
-    if subword_dropout and isinstance(pairs, tf.data.Dataset):
+    subword_dropout = _subword_dropouts(subword_dropout)
+    if any(subword_dropout) and isinstance(pairs, tf.data.Dataset):
         raise ValueError(
             "`subword_dropout` needs `pairs` as a list of (source, target) str pairs, "
             "not a `tf.data.Dataset`: the sentences are split again in Python each pass."
@@ -305,7 +315,7 @@ def make_translation_dataset(
         decoder_ids, labels = tokenize_target(tokenizer, targets, max_length=cut_to)
         return encoder_ids, decoder_ids, labels
 
-    if subword_dropout:
+    if any(subword_dropout):
         dataset = _sampled_ids_dataset(pairs, tokenizer, subword_dropout, seed, cut_to)
     else:
         dataset = _as_pair_dataset(pairs)
@@ -320,7 +330,7 @@ def make_translation_dataset(
                 tf.size(encoder_ids) <= max_length, tf.size(decoder_ids) <= max_length
             )
         )
-    if cache and not subword_dropout:
+    if cache and not any(subword_dropout):
         dataset = dataset.cache()
     if shuffle:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)

@@ -255,13 +255,29 @@ def test_accepts_a_dataset_of_string_pairs(pairs, tokenizer):
         ({"max_length": 1}, "`max_length`"),
         ({"min_tokens_per_batch": -1}, "`min_tokens_per_batch` must be an int between 0"),
         ({"min_tokens_per_batch": 5000}, r"between 0 and `tokens_per_batch` \(4096\)"),
-        ({"subword_dropout": 1.0}, r"`subword_dropout` must be in \[0, 1\)"),
-        ({"subword_dropout": "0.1"}, "`subword_dropout` must be a float"),
+        ({"subword_dropout": 1.0}, r"`subword_dropout` must be a float in \[0, 1\)"),
+        ({"subword_dropout": "0.1"}, r"Received: subword_dropout='0.1'"),
+        ({"subword_dropout": (0.1, -0.1)}, r"a \(source, target\) pair"),
+        ({"subword_dropout": (0.1, 0.1, 0.1)}, r"a \(source, target\) pair"),
     ],
 )
 def test_bad_arguments_raise(pairs, tokenizer, kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_translation_dataset(pairs[:10], tokenizer, **kwargs)
+
+
+def test_source_only_subword_dropout_keeps_the_target_split(pairs, tokenizer):
+    subset = pairs[:300]
+    plain = _rows(_batches(make_translation_dataset(subset, tokenizer, tokens_per_batch=256)))
+    sampled = _rows(
+        _batches(
+            make_translation_dataset(
+                subset, tokenizer, tokens_per_batch=256, seed=1, subword_dropout=(0.1, 0.0)
+            )
+        )
+    )
+    assert sorted(d for _, d, _ in sampled) == sorted(d for _, d, _ in plain)
+    assert sum(len(e) for e, _, _ in sampled) > 1.2 * sum(len(e) for e, _, _ in plain)
 
 
 def test_subword_dropout_needs_a_list_of_pairs(pairs, tokenizer):
