@@ -277,7 +277,8 @@ class SubwordTokenizer(tf.Module):
 
         It runs in Python with the `sentencepiece` package (tensorflow-text's
         sampling op takes no seed), on one thread so that a seed gives the same
-        ids every time.
+        ids every time. The seed is process-wide in `sentencepiece`: two threads
+        sampling at once may swap their seeds.
 
         Args:
             texts: list of str.
