@@ -62,11 +62,33 @@ def test_matches_numpy_arg_max_on_random_logits():
     np.testing.assert_allclose(float(metric.result()), expected, rtol=1e-6)
 
 
-def test_a_tie_for_the_best_score_counts_as_right():
+def test_a_tie_goes_to_the_lowest_id_like_an_arg_max():
     metric = MaskedAccuracy(pad_id=None)
-    scores = np.array([[[0.5, 0.5, 0.0], [0.2, 0.4, 0.4], [0.2, 0.4, 0.4]]], dtype="float32")
-    metric.update_state([[1, 2, 0]], scores)
-    np.testing.assert_allclose(float(metric.result()), 2 / 3, rtol=1e-6)
+    scores = np.array(
+        [[[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.2, 0.4, 0.4], [0.2, 0.4, 0.4], [0.2, 0.4, 0.4]]],
+        dtype="float32",
+    )
+    labels = [[0, 1, 1, 2, 0]]
+    metric.update_state(labels, scores)
+    assert (np.argmax(scores, axis=-1) == labels).tolist() == [[True, False, True, False, False]]
+    np.testing.assert_allclose(float(metric.result()), 2 / 5, rtol=1e-6)
+
+
+def test_matches_numpy_arg_max_on_tied_bfloat16_scores():
+    rng = np.random.default_rng(1)
+    # Rounded to a coarse grid, so many rows tie for the best score.
+    scores = np.round(rng.normal(size=(8, 16, 40)) * 2).astype("float32")
+    labels = rng.integers(1, 40, size=(8, 16))
+    best = scores.max(axis=-1, keepdims=True)
+    tied = [np.flatnonzero(row == top) for row, top in zip(scores.reshape(-1, 40), best.ravel())]
+    # Point half the labels at a (possibly not the first) best id.
+    flat = labels.reshape(-1)
+    flat[::2] = [ids[-1] for ids in tied[::2]]
+    assert sum(len(ids) > 1 for ids in tied) > 20
+    metric = MaskedAccuracy(pad_id=None)
+    metric.update_state(labels, keras.ops.cast(scores, "bfloat16"))
+    expected = (np.argmax(scores, axis=-1) == labels).mean()
+    np.testing.assert_allclose(float(metric.result()), expected, rtol=1e-6)
 
 
 def test_pad_id_outside_the_vocabulary():
