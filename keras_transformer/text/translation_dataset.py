@@ -61,6 +61,21 @@ def _truncated(ids, max_length):
     return ids[:, : max_length - 1]
 
 
+def _source_layout(tokenizer, ids, max_length):
+    """Ragged subword ids → encoder input: the (cut) ids, then `end_id`."""
+    ids = _truncated(ids, max_length)
+    end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
+    return tf.concat([ids, end], axis=1)
+
+
+def _target_layout(tokenizer, ids, max_length):
+    """Ragged subword ids → (`start_id` + ids, ids + `end_id`) for teacher forcing."""
+    ids = _truncated(ids, max_length)
+    start = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.start_id, tf.int32))
+    end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
+    return tf.concat([start, ids], axis=1), tf.concat([ids, end], axis=1)
+
+
 def tokenize_source(tokenizer, texts, max_length=None):
     """Encoder input ids: the subword ids of each source sentence, then `end_id`.
 
@@ -81,9 +96,7 @@ def tokenize_source(tokenizer, texts, max_length=None):
     >>> tokenize_source(tokenizer, ["Two dogs."])[0, -1].numpy() == tokenizer.end_id
     True
     """
-    ids = _truncated(tokenizer.tokenize(texts), max_length)
-    end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
-    return tf.concat([ids, end], axis=1)
+    return _source_layout(tokenizer, tokenizer.tokenize(texts), max_length)
 
 
 def tokenize_target(tokenizer, texts, max_length=None):
@@ -108,10 +121,7 @@ def tokenize_target(tokenizer, texts, max_length=None):
     >>> bool(tf.reduce_all(decoder_inputs[0, 1:] == labels[0, :-1]))
     True
     """
-    ids = _truncated(tokenizer.tokenize(texts), max_length)
-    start = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.start_id, tf.int32))
-    end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
-    return tf.concat([start, ids], axis=1), tf.concat([ids, end], axis=1)
+    return _target_layout(tokenizer, tokenizer.tokenize(texts), max_length)
 
 
 def _as_pair_list(pairs):
@@ -158,15 +168,13 @@ def _sampled_ids_dataset(pairs, tokenizer, dropouts, seed, max_length):
     targets = [target for _, target in pairs]
     passes = itertools.count()
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**20)
-    keep = None if max_length is None else max_length - 1
 
     def generate():
-        # Distinct seeds per pass and per side; the same `seed` repeats the run.
+        # Distinct seeds per pass and per side; within one process the same `seed`
+        # repeats the passes (not between processes: see `tokenize_with_dropout`).
         pass_seed = (base_seed * 1000 + 2 * next(passes)) % 2**31
         source_ids = tokenizer.tokenize_with_dropout(sources, dropouts[0], seed=pass_seed)
         target_ids = tokenizer.tokenize_with_dropout(targets, dropouts[1], seed=pass_seed + 1)
-        source_ids = [ids[:keep] + [tokenizer.end_id] for ids in source_ids]
-        target_ids = [ids[:keep] for ids in target_ids]
         # A chunk at a time, as flat ids and row lengths: yielding pair by pair takes
         # ~10 s a pass over Multi30k, which would stall training at each epoch start.
         for begin in range(0, len(source_ids), _TOKENIZE_CHUNK):
@@ -180,14 +188,11 @@ def _sampled_ids_dataset(pairs, tokenizer, dropouts, seed, max_length):
             )
 
     def to_examples(source_flat, source_lengths, target_flat, target_lengths):
-        encoder_ids = tf.RaggedTensor.from_row_lengths(source_flat, source_lengths)
+        source_ids = tf.RaggedTensor.from_row_lengths(source_flat, source_lengths)
         target_ids = tf.RaggedTensor.from_row_lengths(target_flat, target_lengths)
-        start = tf.fill([target_ids.nrows(), 1], tf.constant(tokenizer.start_id, tf.int32))
-        end = tf.fill([target_ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
         return (
-            encoder_ids,
-            tf.concat([start, target_ids], axis=1),
-            tf.concat([target_ids, end], axis=1),
+            _source_layout(tokenizer, source_ids, max_length),
+            *_target_layout(tokenizer, target_ids, max_length),
         )
 
     flat = tf.TensorSpec([None], tf.int32)
@@ -260,7 +265,8 @@ def make_translation_dataset(
             (e.g. `(0.1, 0.0)` for the source side only): BPE-dropout for training.
             Each pass over the data splits the sentences afresh with
             `tokenizer.tokenize_with_dropout`, seeded from `seed` and the pass
-            number, so the model sees varied segmentations of the same words.
+            number (repeatable within one process only), so the model sees varied
+            segmentations of the same words.
             Sequences get longer (~+20% tokens at `0.05` on Multi30k), so an epoch
             holds more batches. Needs `pairs` as a list; `cache` is ignored.
             Defaults to `0.0` (the fixed segmentation).
