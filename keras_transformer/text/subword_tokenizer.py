@@ -276,9 +276,12 @@ class SubwordTokenizer(tf.Module):
         with `dropout` as the smoothing `alpha` of subword regularization.
 
         It runs in Python with the `sentencepiece` package (tensorflow-text's
-        sampling op takes no seed), on one thread so that a seed gives the same
-        ids every time. The seed is process-wide in `sentencepiece`: two threads
-        sampling at once may swap their seeds.
+        sampling op takes no seed), on one thread, so that within one process a
+        `seed` gives the same ids every time. Between processes the ids differ
+        even for the same `seed` (measured with sentencepiece 0.2.x), so training
+        with it does not repeat bit for bit from run to run. The seed is
+        process-wide in `sentencepiece`: two threads sampling at once may swap
+        their seeds.
 
         Args:
             texts: list of str.
