@@ -40,6 +40,11 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         mask_zero: bool, whether token id 0 is padding: the layer then
             produces a Keras mask. Defaults to `True`.
         dropout: float, dropout rate on the sum. Defaults to `0.0`.
+        layer_norm: bool, normalize the sum (before dropout), as BERT does;
+            the paper does not. Computed in float32 under mixed precision.
+            Defaults to `False`.
+        layer_norm_epsilon: float, epsilon of that layer normalization.
+            Defaults to `1e-6`.
         max_wavelength: float, for the sinusoidal table. Defaults to `10000`.
         embeddings_initializer: initializer for the token matrix. Defaults to
             `None`, meaning `RandomNormal(stddev=embedding_dim**-0.5)`.
@@ -77,6 +82,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         dropout=0.0,
         max_wavelength=10000,
         embeddings_initializer=None,
+        layer_norm=False,
+        layer_norm_epsilon=1e-6,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -85,6 +92,15 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         check_positive_int("sequence_length", sequence_length, allow_none=True)
         check_one_of("position", position, POSITIONS)
         check_rate("dropout", dropout)
+        if not isinstance(layer_norm, bool):
+            raise ValueError(f"`layer_norm` must be a bool. Received: layer_norm={layer_norm!r}.")
+        if isinstance(layer_norm_epsilon, bool) or not (
+            isinstance(layer_norm_epsilon, (int, float)) and layer_norm_epsilon > 0
+        ):
+            raise ValueError(
+                "`layer_norm_epsilon` must be a positive float, e.g. 1e-6. "
+                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}."
+            )
         if position == "learned" and sequence_length is None:
             raise ValueError(
                 '`position="learned"` needs `sequence_length`, the size of the learned table. '
@@ -103,6 +119,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             if embeddings_initializer is None
             else keras.initializers.get(embeddings_initializer)
         )
+        self.layer_norm = layer_norm
+        self.layer_norm_epsilon = layer_norm_epsilon
         self.supports_masking = mask_zero
 
     def build(self, inputs_shape):
@@ -131,6 +149,14 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             self.position_embedding = None
         if self.position_embedding is not None:
             self.position_embedding.build(hidden_shape)
+        self.embedding_layer_norm = None
+        if self.layer_norm:
+            self.embedding_layer_norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name="embedding_layer_norm",
+            )
+            self.embedding_layer_norm.build(hidden_shape)
         self.embedding_dropout = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
@@ -148,6 +174,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
         if self.position_embedding is not None:
             x = x + self.position_embedding(x, start_index=start_index)
+        if self.embedding_layer_norm is not None:
+            x = self.embedding_layer_norm(x)
         return self.embedding_dropout(x, training=training)
 
     def attend(self, inputs):
@@ -183,6 +211,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                     if self.embeddings_initializer is None
                     else keras.initializers.serialize(self.embeddings_initializer)
                 ),
+                "layer_norm": self.layer_norm,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
             }
         )
         return config

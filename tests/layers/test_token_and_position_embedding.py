@@ -40,6 +40,49 @@ def test_unscaled_option():
     np.testing.assert_allclose(np.asarray(layer(IDS)), np.asarray(layer.embeddings)[IDS])
 
 
+def test_layer_norm_option_contract():
+    run_layer_test(
+        TokenAndPositionEmbedding,
+        {"vocabulary_size": 11, "embedding_dim": 8, "layer_norm": True, "dropout": 0.1},
+        IDS,
+        (2, 5, 8),
+    )
+
+
+def test_layer_norm_normalizes_the_sum_like_bert():
+    layer = TokenAndPositionEmbedding(
+        11,
+        8,
+        sequence_length=5,
+        position="learned",
+        scale_embeddings=False,
+        layer_norm=True,
+        layer_norm_epsilon=1e-12,
+    )
+    out = np.asarray(layer(IDS))
+    total = (
+        np.asarray(layer.embeddings)[IDS]
+        + np.asarray(layer.position_embedding.position_embeddings)[None, :5]
+    )
+    mean = total.mean(-1, keepdims=True)
+    variance = total.var(-1, keepdims=True)
+    np.testing.assert_allclose(out, (total - mean) / np.sqrt(variance + 1e-12), atol=1e-5)
+    assert layer.get_config()["layer_norm_epsilon"] == 1e-12
+
+
+def test_layer_norm_under_mixed_precision_matches_float32():
+    reference = TokenAndPositionEmbedding(11, 8, layer_norm=True)
+    reference.build(IDS.shape)
+    layer = TokenAndPositionEmbedding(11, 8, layer_norm=True, dtype="mixed_bfloat16")
+    layer.build(IDS.shape)
+    layer.set_weights(reference.get_weights())
+    out = layer(IDS)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    # Normalized in float32, rounded once to bfloat16 (8 bits of mantissa) at the end.
+    expected = np.asarray(reference(IDS))
+    np.testing.assert_allclose(np.asarray(out, "float32"), expected, rtol=2**-7, atol=2**-7)
+
+
 def test_default_initializer_gives_unit_scale_embeddings():
     layer = TokenAndPositionEmbedding(vocabulary_size=2000, embedding_dim=256, position=None)
     layer.build((None, None))
@@ -84,6 +127,10 @@ def test_bad_arguments():
         TokenAndPositionEmbedding(10, 8, position="rotary")
     with pytest.raises(ValueError, match="`vocabulary_size` must be a positive integer"):
         TokenAndPositionEmbedding(0, 8)
+    with pytest.raises(ValueError, match="`layer_norm` must be a bool"):
+        TokenAndPositionEmbedding(10, 8, layer_norm="yes")
+    with pytest.raises(ValueError, match="`layer_norm_epsilon` must be a positive float"):
+        TokenAndPositionEmbedding(10, 8, layer_norm=True, layer_norm_epsilon=0)
     with pytest.raises(
         ValueError, match=r"`inputs` must have rank 2.*Received: inputs.shape=\(2, 5, 1\)"
     ):
