@@ -13,6 +13,7 @@ try:  # Keras's printer: stdout, or absl logging after `keras.config.disable_int
 except ImportError:  # pragma: no cover - Keras versions that moved the private helper
     print_msg = print
 
+from keras_transformer.models.masked_lm import MaskedLM
 from keras_transformer.models.presets import PRESET_FIELDS, PRESETS
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_classifier import TransformerClassifier
@@ -25,6 +26,7 @@ TASKS = {
     "translation": Seq2SeqTransformer,
     "classification": TransformerClassifier,
     "language_modeling": TransformerLM,
+    "masked_lm": MaskedLM,
 }
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # The arguments `build` cannot guess: vocabulary sizes and the number of classes.
@@ -32,6 +34,7 @@ REQUIRED = {
     "translation": ("source_vocabulary_size",),
     "classification": ("vocabulary_size", "num_classes"),
     "language_modeling": ("vocabulary_size",),
+    "masked_lm": ("vocabulary_size",),
 }
 # CPU flags of native bfloat16 arithmetic (x86: AVX-512 BF16 dot products, AMX tiles).
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
@@ -289,16 +292,18 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
     """Builds a Transformer for a task at a preset size, compiled with the paper's recipe.
 
     The model is a `Seq2SeqTransformer` (`"translation"`), a
-    `TransformerClassifier` (`"classification"`) or a `TransformerLM`
-    (`"language_modeling"`) with the sizes of `preset` (see
+    `TransformerClassifier` (`"classification"`), a `TransformerLM`
+    (`"language_modeling"`) or a `MaskedLM` (`"masked_lm"`) with the sizes of
+    `preset` (see
     `keras_transformer.models.presets.PRESETS`), computing in the dtype
     policy `precision`. With `compile=True` it is compiled with the paper's
     training recipe: Adam (β1 0.9, β2 0.98, ε 1e-9) on the warmup / inverse
     square-root schedule (`paper_optimizer`); label-smoothed cross-entropy
     that ignores `pad_id` and `MaskedAccuracy` for translation and language
-    modelling, plain sparse categorical cross-entropy and accuracy for
-    classification. Under `"mixed_float16"` the optimizer is wrapped in a
-    `keras.optimizers.LossScaleOptimizer`.
+    modelling (for the masked LM too, without smoothing: label `pad_id` marks
+    the positions that were not masked), plain sparse categorical
+    cross-entropy and accuracy for classification. Under `"mixed_float16"`
+    the optimizer is wrapped in a `keras.optimizers.LossScaleOptimizer`.
 
     `"auto"` settings follow the device of the current backend
     (`detect_device`): see `choose_precision` and `choose_jit_compile`. The
@@ -306,7 +311,8 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
     `model.build_info` and printed in one line.
 
     Args:
-        task: `"translation"`, `"classification"` or `"language_modeling"`.
+        task: `"translation"`, `"classification"`, `"language_modeling"` or
+            `"masked_lm"`.
         preset: `"tiny"`, `"small"`, `"base"` or `"big"`. Defaults to `"base"`.
         precision: `"auto"`, `"float32"`, `"mixed_bfloat16"` or
             `"mixed_float16"`, the model's dtype policy (the global policy is
@@ -321,7 +327,8 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
             which replace the preset's values. A model argument wins over the
             preset field it derives from (e.g. `num_encoder_layers` over
             `num_layers`).
-            `label_smoothing` applies to classification only when given here.
+            `label_smoothing` applies to classification and the masked LM only
+            when given here.
 
     Returns:
         The model, with a `build_info` dict attribute.
@@ -377,8 +384,9 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
             f"`learning_rate_scale` must be a positive number. Received: "
             f"learning_rate_scale={scale!r}. Use 1.0 for the paper's schedule."
         )
-    if task == "classification" and "label_smoothing" not in overrides:
-        preset_values["label_smoothing"] = 0.0  # smoothing is the paper's for sequences only
+    if task in ("classification", "masked_lm") and "label_smoothing" not in overrides:
+        # Smoothing is the paper's, for translation; BERT pretrains without it.
+        preset_values["label_smoothing"] = 0.0
 
     device = detect_device()
     backend = keras.backend.backend()

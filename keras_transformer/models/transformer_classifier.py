@@ -1,16 +1,18 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
-from keras_transformer.layers.transformer_encoder import TransformerEncoder
 from keras_transformer.layers.validation import check_one_of, check_positive_int
-from keras_transformer.models.transformer_model_base import TransformerModelBase
+from keras_transformer.models.encoder_model_base import (
+    ENCODER_DROPOUTS,
+    EncoderModelBase,
+    copy_encoder_weights,
+)
 
 POOLINGS = ("mean", "cls")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class TransformerClassifier(TransformerModelBase):
+class TransformerClassifier(EncoderModelBase):
     """A Transformer encoder with a classification head.
 
     Token embeddings (×√d) plus positions, the encoder stack, pooling over the
@@ -18,9 +20,10 @@ class TransformerClassifier(TransformerModelBase):
     dropout, and a dense layer to `num_classes` float32 logits.
 
     The encoder part is `model.encoder`, a functional `keras.Model` from token
-    ids to hidden states: save its weights (`model.encoder.save_weights`) and
-    load them into another classifier of the same shape to fine-tune it on a
-    new task.
+    ids to hidden states. `TransformerClassifier.from_encoder(pretrained,
+    num_classes)` starts a classifier from a pretrained encoder (a `MaskedLM`
+    or another classifier) for fine-tuning; `from_keras_hub` converts a
+    keras-hub BERT-family backbone.
 
     Inputs are int token ids `(batch, length)` (or a dict with key
     `"token_ids"`); the output is `(batch, num_classes)` logits.
@@ -42,7 +45,11 @@ class TransformerClassifier(TransformerModelBase):
         attention_dropout: float. Defaults to `0.0`.
         activation_dropout: float. Defaults to `0.0`.
         activation: feed-forward activation. Defaults to `"relu"`.
-        layer_norm_epsilon: float. Defaults to `1e-6`.
+        layer_norm_epsilon: float, of every layer normalization. Defaults to `1e-6`.
+        scale_embeddings: bool, multiply the token embeddings by √d as the
+            paper does (BERT does not). Defaults to `True`.
+        embedding_layer_norm: bool, normalize the embedding sum as BERT does.
+            Defaults to `False`.
         **kwargs: base model arguments such as `name` and `dtype`.
 
     Example:
@@ -71,64 +78,98 @@ class TransformerClassifier(TransformerModelBase):
         activation_dropout=0.0,
         activation="relu",
         layer_norm_epsilon=1e-6,
+        scale_embeddings=True,
+        embedding_layer_norm=False,
         **kwargs,
     ):
-        super().__init__(pad_id=pad_id, **kwargs)
-        self._check_dims(
+        check_positive_int("num_classes", num_classes)
+        check_one_of("pooling", pooling, POOLINGS)
+        super().__init__(
             vocabulary_size=vocabulary_size,
-            num_classes=num_classes,
             num_layers=num_layers,
             hidden_dim=hidden_dim,
-        )
-        check_one_of("pooling", pooling, POOLINGS)
-        check_positive_int("intermediate_dim", intermediate_dim)
-        self.vocabulary_size = vocabulary_size
-        self.num_classes = num_classes
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.pooling = pooling
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.position = position
-        self.norm_first = norm_first
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-
-        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        padding_mask = ops.not_equal(token_ids, pad_id)
-        x = TokenAndPositionEmbedding(
-            vocabulary_size,
-            hidden_dim,
-            sequence_length=max_sequence_length,
-            position=position,
-            mask_zero=False,
-            dropout=dropout,
-            dtype=self.dtype_policy,
-            name="embedding",
-        )(token_ids)
-        x = TransformerEncoder(
-            num_layers,
             num_heads=num_heads,
             intermediate_dim=intermediate_dim,
             dropout=dropout,
+            max_sequence_length=max_sequence_length,
+            position=position,
+            norm_first=norm_first,
+            pad_id=pad_id,
             attention_dropout=attention_dropout,
             activation_dropout=activation_dropout,
             activation=activation,
-            norm_first=norm_first,
             layer_norm_epsilon=layer_norm_epsilon,
-            dtype=self.dtype_policy,
-            name="transformer_encoder",
-        )(x, padding_mask=padding_mask)
-        self.encoder = keras.Model(token_ids, x, name="encoder")
+            scale_embeddings=scale_embeddings,
+            embedding_layer_norm=embedding_layer_norm,
+            **kwargs,
+        )
+        self.num_classes = num_classes
+        self.pooling = pooling
         self.head_dropout = keras.layers.Dropout(dropout, name="head_dropout")
         self.classifier_head = keras.layers.Dense(
             num_classes, dtype=self.dtype_policy, name="classifier_head"
         )
         self.build()
+
+    @classmethod
+    def from_encoder(cls, pretrained, num_classes, pooling="mean", **kwargs):
+        """A new classifier on the encoder of `pretrained`, its weights copied.
+
+        The encoder (embeddings, positions, blocks) takes the sizes and the
+        weights of `pretrained`'s; the pooling and the dense head are new
+        (randomly initialised). Fine-tune the result with `compile` and `fit`.
+        To train the head alone first, freeze the encoder, and compile
+        again after every change of `trainable` (Keras fixes the list of
+        trained weights when it compiles):
+
+        ```python
+        classifier = TransformerClassifier.from_encoder(masked_lm, num_classes=2)
+        classifier.encoder.trainable = False
+        classifier.compile(optimizer, loss, metrics)
+        classifier.fit(train, epochs=1)  # the head only
+        classifier.encoder.trainable = True
+        classifier.compile(optimizer, loss, metrics)  # recompile: now everything
+        classifier.fit(train, epochs=3)
+        ```
+
+        Args:
+            pretrained: an encoder-only model of this library: a `MaskedLM`
+                (e.g. from `load_pretrained(directory).model`) or another
+                `TransformerClassifier`.
+            num_classes: int, classes of the new head.
+            pooling: `"mean"` or `"cls"`. Defaults to `"mean"`.
+            **kwargs: other arguments of `TransformerClassifier`: the dropout
+                rates, `name` and `dtype` may differ from `pretrained`'s; an
+                encoder size given here must equal `pretrained`'s (a
+                `ValueError` names both values otherwise).
+
+        Returns:
+            A `TransformerClassifier` whose `encoder` computes exactly what
+            `pretrained.encoder` computes.
+
+        Example:
+
+        >>> pretrained = MaskedLM(100, num_layers=1, hidden_dim=16, num_heads=2,
+        ...                       intermediate_dim=32)
+        >>> classifier = TransformerClassifier.from_encoder(pretrained, num_classes=3)
+        >>> classifier(keras.ops.ones((2, 5), "int32")).shape
+        (2, 3)
+        """
+        if not isinstance(pretrained, EncoderModelBase):
+            raise ValueError(
+                "`pretrained` must be an encoder-only model of this library (`MaskedLM`, "
+                f"`TransformerClassifier`). Received: {type(pretrained).__name__}. A "
+                "keras-hub backbone converts with `from_keras_hub`."
+            )
+        arguments = pretrained.encoder_config()
+        arguments.update({name: getattr(pretrained, name) for name in ENCODER_DROPOUTS})
+        arguments["dtype"] = pretrained.dtype_policy
+        arguments.update(kwargs)
+        classifier = cls(num_classes=num_classes, pooling=pooling, **arguments)
+        # An encoder size given in `kwargs` that differs from `pretrained`'s fails here,
+        # the error naming both values.
+        copy_encoder_weights(pretrained, classifier)
+        return classifier
 
     def _build_layers(self):
         self.classifier_head.build((None, self.hidden_dim))
@@ -149,24 +190,5 @@ class TransformerClassifier(TransformerModelBase):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_classes": self.num_classes,
-                "num_layers": self.num_layers,
-                "hidden_dim": self.hidden_dim,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "pooling": self.pooling,
-                "dropout": self.dropout,
-                "max_sequence_length": self.max_sequence_length,
-                "position": self.position,
-                "norm_first": self.norm_first,
-                "pad_id": self.pad_id,
-                "attention_dropout": self.attention_dropout,
-                "activation_dropout": self.activation_dropout,
-                "activation": self.activation,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
+        config.update({"num_classes": self.num_classes, "pooling": self.pooling})
         return config

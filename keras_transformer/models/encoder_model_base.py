@@ -1,0 +1,160 @@
+"""What the encoder-only models share: the embedding + encoder stack, and moving it between them."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
+from keras_transformer.layers.transformer_encoder import TransformerEncoder
+from keras_transformer.layers.validation import check_positive_int
+from keras_transformer.models.transformer_model_base import TransformerModelBase
+
+# The arguments that fix the encoder's weights and what it computes with them: two encoders
+# agreeing on all of these can exchange weights. Dropout rates are free to differ.
+ENCODER_ARCHITECTURE = (
+    "vocabulary_size",
+    "num_layers",
+    "hidden_dim",
+    "num_heads",
+    "intermediate_dim",
+    "max_sequence_length",
+    "position",
+    "norm_first",
+    "pad_id",
+    "activation",
+    "layer_norm_epsilon",
+    "scale_embeddings",
+    "embedding_layer_norm",
+)
+ENCODER_DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+class EncoderModelBase(TransformerModelBase):
+    """Base of `TransformerClassifier` and `MaskedLM` (not public).
+
+    Builds `self.encoder`, a functional `keras.Model` from int token ids
+    `(batch, length)` to hidden states `(batch, length, hidden_dim)`: token
+    embeddings plus positions, then the encoder stack, with `pad_id` masked.
+    A task model adds its head on top. Because every encoder-only model holds
+    the same `encoder`, a pretrained one (e.g. a `MaskedLM`) can hand its
+    weights to another (e.g. a `TransformerClassifier`): see
+    `copy_encoder_weights`.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        hidden_dim,
+        num_heads,
+        intermediate_dim,
+        dropout,
+        max_sequence_length,
+        position,
+        norm_first,
+        pad_id,
+        attention_dropout,
+        activation_dropout,
+        activation,
+        layer_norm_epsilon,
+        scale_embeddings,
+        embedding_layer_norm,
+        **kwargs,
+    ):
+        super().__init__(pad_id=pad_id, **kwargs)
+        self._check_dims(
+            vocabulary_size=vocabulary_size, num_layers=num_layers, hidden_dim=hidden_dim
+        )
+        check_positive_int("intermediate_dim", intermediate_dim)
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.max_sequence_length = max_sequence_length
+        self.position = position
+        self.norm_first = norm_first
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.scale_embeddings = scale_embeddings
+        self.embedding_layer_norm = embedding_layer_norm
+
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        padding_mask = ops.not_equal(token_ids, pad_id)
+        x = TokenAndPositionEmbedding(
+            vocabulary_size,
+            hidden_dim,
+            sequence_length=max_sequence_length,
+            position=position,
+            scale_embeddings=scale_embeddings,
+            mask_zero=False,
+            dropout=dropout,
+            layer_norm=embedding_layer_norm,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name="embedding",
+        )(token_ids)
+        x = TransformerEncoder(
+            num_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            activation=activation,
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name="transformer_encoder",
+        )(x, padding_mask=padding_mask)
+        self.encoder = keras.Model(token_ids, x, name="encoder")
+
+    def encoder_config(self):
+        """The arguments that define the encoder's weights (no dropout rates), as a dict."""
+        return {name: getattr(self, name) for name in ENCODER_ARCHITECTURE}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.encoder_config())
+        config.update({name: getattr(self, name) for name in ENCODER_DROPOUTS})
+        return config
+
+
+def _describe(value):
+    return keras.activations.serialize(value) if callable(value) else value
+
+
+def copy_encoder_weights(source, target):
+    """Copies `source.encoder`'s weights into `target.encoder`.
+
+    Args:
+        source: an encoder-only model (`MaskedLM`, `TransformerClassifier`).
+        target: another one, whose encoder has the same architecture.
+
+    Raises:
+        ValueError: naming every argument on which the two encoders differ,
+            with both values.
+    """
+    for name, model in (("source", source), ("target", target)):
+        if not isinstance(model, EncoderModelBase):
+            raise ValueError(
+                f"`{name}` must be an encoder-only model of this library (`MaskedLM`, "
+                f"`TransformerClassifier`). Received: {type(model).__name__}."
+            )
+    source_config, target_config = source.encoder_config(), target.encoder_config()
+    differences = [
+        f"{name}: {_describe(source_config[name])!r} in the pretrained encoder, "
+        f"{_describe(target_config[name])!r} in the {type(target).__name__}"
+        for name in ENCODER_ARCHITECTURE
+        if _describe(source_config[name]) != _describe(target_config[name])
+    ]
+    if differences:
+        raise ValueError(
+            "The encoders differ, so the weights cannot be copied: "
+            + "; ".join(differences)
+            + ". Build the new model with the pretrained encoder's sizes (e.g. "
+            "`TransformerClassifier.from_encoder(pretrained, num_classes)`)."
+        )
+    target.encoder.set_weights(source.encoder.get_weights())

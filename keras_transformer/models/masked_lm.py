@@ -1,0 +1,140 @@
+import keras
+from keras import ops
+
+from keras_transformer.models.encoder_model_base import EncoderModelBase
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedLM(EncoderModelBase):
+    """A Transformer encoder with a masked-language-model head (BERT's pretraining).
+
+    Token embeddings plus positions and the encoder stack (the same `encoder`
+    as `TransformerClassifier`'s), then BERT's head: a dense layer of width
+    `hidden_dim` with GELU, layer normalization, and logits against the
+    token embedding matrix (tied, as in BERT) plus a bias per token. Logits
+    are float32 even under mixed precision.
+
+    Pretraining hides about 15% of the tokens (`keras_transformer.text.mask_tokens`
+    or `make_masked_lm_dataset`) and trains the model to predict them. Given
+    `"mask_positions"`, the head runs only at those positions: with a
+    vocabulary of thousands, the output layer over every position would cost
+    more than the encoder. Train with a loss that ignores label `pad_id`
+    (`LabelSmoothedCrossEntropy(0.0, pad_id=0)`, `MaskedAccuracy(0)`; what
+    `build("masked_lm", ...)` compiles with), so padded prediction slots do
+    not count. Then fine-tune the encoder with
+    `TransformerClassifier.from_encoder(masked_lm, num_classes)`.
+
+    Inputs: int token ids `(batch, length)`, or a dict with `"token_ids"` and
+    optionally `"mask_positions"`, int `(batch, num_predictions)` indices
+    into the sequence. Output: logits `(batch, num_predictions,
+    vocabulary_size)` at the mask positions, or `(batch, length,
+    vocabulary_size)` at every position without them.
+
+    Args:
+        vocabulary_size: int.
+        num_layers: int. Defaults to `4`.
+        hidden_dim: int. Defaults to `256`.
+        num_heads: int. Defaults to `4`.
+        intermediate_dim: int. Defaults to `1024`.
+        dropout: float. Defaults to `0.1`.
+        max_sequence_length: int; required with `position="learned"`.
+            Defaults to `None`.
+        position: `"sinusoidal"`, `"learned"` or `None`. Defaults to `"sinusoidal"`.
+        norm_first: bool. Defaults to `False`.
+        pad_id: int. Defaults to `0`.
+        attention_dropout: float. Defaults to `0.0`.
+        activation_dropout: float. Defaults to `0.0`.
+        activation: feed-forward activation. Defaults to `"relu"`.
+        layer_norm_epsilon: float, of every layer normalization. Defaults to `1e-6`.
+        scale_embeddings: bool, multiply the token embeddings by √d as the
+            paper does (BERT does not). Defaults to `True`.
+        embedding_layer_norm: bool, normalize the embedding sum as BERT does.
+            Defaults to `False`.
+        **kwargs: base model arguments such as `name` and `dtype`.
+
+    Example:
+
+    >>> model = MaskedLM(100, num_layers=1, hidden_dim=16, num_heads=2,
+    ...                  intermediate_dim=32)
+    >>> ids = keras.ops.ones((2, 7), "int32")
+    >>> model(ids).shape
+    (2, 7, 100)
+    >>> positions = keras.ops.convert_to_tensor([[1, 4], [2, 0]])
+    >>> model({"token_ids": ids, "mask_positions": positions}).shape
+    (2, 2, 100)
+
+    References:
+        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805), "BERT:
+          Pre-training of Deep Bidirectional Transformers for Language
+          Understanding", section 3.1 and appendix A.1.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers=4,
+        hidden_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        dropout=0.1,
+        max_sequence_length=None,
+        position="sinusoidal",
+        norm_first=False,
+        pad_id=0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        scale_embeddings=True,
+        embedding_layer_norm=False,
+        **kwargs,
+    ):
+        super().__init__(
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            max_sequence_length=max_sequence_length,
+            position=position,
+            norm_first=norm_first,
+            pad_id=pad_id,
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            scale_embeddings=scale_embeddings,
+            embedding_layer_norm=embedding_layer_norm,
+            **kwargs,
+        )
+        self.embedding = self.encoder.get_layer("embedding")
+        self.head_dense = keras.layers.Dense(
+            hidden_dim, activation="gelu", dtype=self.dtype_policy, name="head_dense"
+        )
+        self.head_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="head_layer_norm"
+        )
+        self.build()
+
+    def _build_layers(self):
+        self.head_dense.build((None, None, self.hidden_dim))
+        self.head_layer_norm.build((None, None, self.hidden_dim))
+        self.output_bias = self.add_weight(
+            shape=(self.vocabulary_size,), initializer="zeros", name="output_bias"
+        )
+
+    def call(self, inputs, training=None):
+        mask_positions = None
+        if isinstance(inputs, dict):
+            token_ids = inputs["token_ids"]
+            mask_positions = inputs.get("mask_positions")
+        else:
+            token_ids = inputs
+        hidden = self.encoder(token_ids, training=training)
+        if mask_positions is not None:
+            positions = ops.cast(mask_positions, "int32")[..., None]
+            hidden = ops.take_along_axis(hidden, positions, axis=1)
+        hidden = self.head_layer_norm(self.head_dense(hidden))
+        logits = self.embedding.attend(hidden)
+        return self.float32_logits(logits) + self.output_bias
