@@ -1,8 +1,9 @@
-"""Text preprocessing for translation: subword tokenizer and tf.data pipeline.
+"""Text preprocessing: subword tokenizer, token masking and the tf.data pipelines.
 
 Unlike the layers, this package is TensorFlow-specific (tf.data, tensorflow-text).
 """
 
+from keras_transformer.text.masking import mask_tokens
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import (
     length_bucket_boundaries,
@@ -15,6 +16,7 @@ __all__ = [
     "SubwordTokenizer",
     "length_bucket_boundaries",
     "make_translation_dataset",
+    "mask_tokens",
     "tokenize_source",
     "tokenize_target",
 ]

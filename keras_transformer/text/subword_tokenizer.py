@@ -39,6 +39,9 @@ VOCABULARY_FILENAME = "subword.vocab"
 # because batches are padded with zeros and masks are computed as `ids != 0`.
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
 _SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")
+# With `train(mask_token=True)`, the id after the special ids hides tokens for masked-LM
+# pretraining: a control piece, which no text is ever split into.
+MASK_ID, _MASK_PIECE = 4, "<mask>"
 _BYTE_PIECES = 256
 
 
@@ -122,6 +125,10 @@ class SubwordTokenizer(tf.Module):
                 f"(pad, unk, start, end); this one has {pieces}. Train it with "
                 "`SubwordTokenizer.train`, which fixes that layout."
             )
+        self._mask_id = None
+        if self._vocabulary_size > MASK_ID:
+            piece = self._sentencepiece.id_to_string(MASK_ID).numpy().decode("utf-8")
+            self._mask_id = MASK_ID if piece == _MASK_PIECE else None
         self._model_proto = model_proto
         self._python_processor = None
 
@@ -134,6 +141,11 @@ class SubwordTokenizer(tf.Module):
     def vocabulary_size(self):
         """Number of ids, special ids and byte pieces included."""
         return self._vocabulary_size
+
+    @property
+    def mask_id(self):
+        """The id of `<mask>` (4) if trained with `mask_token=True`, else `None`."""
+        return self._mask_id
 
     @property
     def model_proto(self):
@@ -149,6 +161,7 @@ class SubwordTokenizer(tf.Module):
         byte_fallback=True,
         max_sentence_length=4192,
         num_threads=None,
+        mask_token=False,
     ):
         """Learns a subword vocabulary from raw sentences, in memory.
 
@@ -173,6 +186,10 @@ class SubwordTokenizer(tf.Module):
             max_sentence_length: int, longest sentence in bytes used for training;
                 longer ones are skipped. Defaults to `4192`.
             num_threads: int, training threads. Defaults to `None`, the CPU count.
+            mask_token: bool, reserve id 4 for `<mask>` (`mask_id`), which
+                hides tokens in masked-language-model pretraining
+                (`keras_transformer.text.mask_tokens`); no text is split into
+                it. Defaults to `False`.
 
         Returns:
             A `SubwordTokenizer`.
@@ -189,7 +206,11 @@ class SubwordTokenizer(tf.Module):
             raise ValueError(
                 f"`model_type` must be 'bpe' or 'unigram'. Received: model_type={model_type!r}"
             )
-        minimum = len(_SPECIAL_PIECES) + (_BYTE_PIECES if byte_fallback else 0) + 1
+        if not isinstance(mask_token, bool):
+            raise ValueError(f"`mask_token` must be a bool. Received: mask_token={mask_token!r}")
+        minimum = (
+            len(_SPECIAL_PIECES) + int(mask_token) + (_BYTE_PIECES if byte_fallback else 0) + 1
+        )
         if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int):
             raise ValueError(
                 f"`vocabulary_size` must be an int. Received: vocabulary_size={vocabulary_size!r}"
@@ -197,6 +218,7 @@ class SubwordTokenizer(tf.Module):
         if vocabulary_size < minimum:
             raise ValueError(
                 f"`vocabulary_size` must be at least {minimum} (4 special ids"
+                f"{' + the mask id' if mask_token else ''}"
                 f"{' + 256 byte pieces' if byte_fallback else ''} + 1). "
                 f"Received: vocabulary_size={vocabulary_size}"
             )
@@ -238,6 +260,7 @@ class SubwordTokenizer(tf.Module):
                 unk_piece=_SPECIAL_PIECES[UNK_ID],
                 bos_piece=_SPECIAL_PIECES[START_ID],
                 eos_piece=_SPECIAL_PIECES[END_ID],
+                control_symbols=[_MASK_PIECE] if mask_token else [],
                 max_sentence_length=max_sentence_length,
                 num_threads=num_threads or os.cpu_count() or 1,
                 minloglevel=2,
