@@ -1,0 +1,1 @@
+"""Sentiment classification example (SST-2 and IMDB)."""
