@@ -1,5 +1,6 @@
 """The Transformer's layers, one public class per module."""
 
+from keras_transformer.layers.activations import gelu_approximate
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.position_embedding import PositionEmbedding
@@ -22,4 +23,5 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoder",
     "TransformerEncoderBlock",
+    "gelu_approximate",
 ]

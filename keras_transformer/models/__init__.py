@@ -1,6 +1,7 @@
 """Models built from the layers: encoder-decoder, encoder classifier, masked LM, decoder-only LM."""
 
 from keras_transformer.models.factory import build
+from keras_transformer.models.keras_hub_conversion import from_keras_hub
 from keras_transformer.models.masked_lm import MaskedLM
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
@@ -14,4 +15,5 @@ __all__ = [
     "TransformerClassifier",
     "TransformerLM",
     "build",
+    "from_keras_hub",
 ]
