@@ -1,4 +1,9 @@
-"""A translation model as a TensorFlow SavedModel: raw text in, translated text out."""
+"""A model and its tokenizer as a TensorFlow SavedModel that takes raw text.
+
+`export_serving` is the entry point for every model kind: it checks the arguments, builds
+the kind's serving function (translation here, classification in `classifier_serving.py`)
+and writes the SavedModel atomically.
+"""
 
 import pathlib
 import shutil
@@ -8,30 +13,58 @@ import keras
 
 from keras_transformer.generation.decoding import GenerationOptions, check_positive_int
 from keras_transformer.generation.seq2seq import EXTRA_LENGTH, make_search_fn
+from keras_transformer.models.transformer_classifier import TransformerClassifier
+from keras_transformer.saving.classifier_serving import make_classify_fn
 from keras_transformer.saving.pretrained import replace_directory
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import tokenize_source
 
 SERVING_ENDPOINT = "serve"
 
+TRANSLATION, CLASSIFICATION = "translation", "classification"
+# The keyword arguments of `export_serving` that only one model kind uses.
+KIND_ARGUMENTS = {
+    TRANSLATION: ("beam_size", "length_penalty", "max_source_length"),
+    CLASSIFICATION: ("max_length", "head_fraction"),
+}
+DEFAULT_BEAM_SIZE = 4
+DEFAULT_LENGTH_PENALTY = 0.6
+DEFAULT_MAX_SOURCE_LENGTH = 128
+
 
 def export_serving(
     model,
     tokenizer,
     directory,
-    beam_size=4,
-    length_penalty=0.6,
-    max_source_length=128,
+    beam_size=None,
+    length_penalty=None,
+    max_source_length=None,
     overwrite=True,
+    *,
+    max_length=None,
+    head_fraction=None,
 ):
-    """Exports a translation model with its tokenizer as a string → string SavedModel.
+    """Exports a model with its tokenizer as a SavedModel that takes raw text.
 
     The SavedModel's `serving_default` signature (also the `serve` function)
-    takes a 1-D `tf.string` tensor `sentences` and returns
-    `{"translations": tf.string tensor}` of the same length: tokenization,
-    beam search (or greedy search with `beam_size=1`) and detokenization all
-    run inside the graph. Loading it needs TensorFlow and `import
-    tensorflow_text` (for the SentencePiece ops), not `keras_transformer`:
+    takes a 1-D `tf.string` tensor `sentences`; tokenization and the model run
+    inside the graph. What it returns depends on the model:
+
+    - a `Seq2SeqTransformer` returns `{"translations": tf.string tensor}` of the
+      same length, by beam search (or greedy search with `beam_size=1`) and
+      detokenization. Each sentence gets at most its source length + 50 tokens,
+      as in `Seq2SeqTransformer.generate`, and its translation does not depend
+      on the other sentences of the batch. The search runs as a TensorFlow graph
+      without XLA, which would recompile for every new input shape.
+    - a `TransformerClassifier` returns `{"label": int32 (batch,),
+      "probabilities": float32 (batch, num_classes)}`: the texts are laid out and
+      cut by `tokenize_for_classification` with `max_length` and `head_fraction`
+      (give the values used with `make_classification_dataset` in training), and
+      the probabilities are the softmax of the logits, in float32. `label` is
+      their arg-max (the lowest class on a tie).
+
+    Loading needs TensorFlow and `import tensorflow_text` (for the SentencePiece
+    ops), not `keras_transformer`:
 
     ```python
     import tensorflow as tf
@@ -41,23 +74,33 @@ def export_serving(
     translator.serve(tf.constant(["A man rides a bike."]))
     ```
 
-    Each sentence gets at most its source length + 50 tokens, as in
-    `Seq2SeqTransformer.generate`, and its translation does not depend on the
-    other sentences of the batch. The search runs as a TensorFlow graph without
-    XLA, which would recompile for every new input shape. The export is
-    written to a temporary sibling directory and renamed into place, so a
-    failed export leaves a previous one intact.
+    An empty batch returns empty outputs. The export is written to a temporary
+    sibling directory and renamed into place, so a failed export leaves a
+    previous one intact.
+
+    Arguments of the other model kind are refused with a `ValueError` (e.g.
+    `beam_size` for a classifier), rather than ignored.
 
     Args:
-        model: a `Seq2SeqTransformer` (TensorFlow backend).
-        tokenizer: the `SubwordTokenizer` the model was trained with, for both
-            languages.
+        model: a `Seq2SeqTransformer` or a `TransformerClassifier` (TensorFlow
+            backend).
+        tokenizer: the `SubwordTokenizer` the model was trained with (for a
+            translation model: for both languages).
         directory: str or path of the SavedModel directory to write.
-        beam_size: int, beams per sentence; `1` searches greedily. Defaults to `4`.
-        length_penalty: float, `alpha` of the GNMT length penalty. Defaults to `0.6`.
-        max_source_length: int, longest source (subword ids, end id included)
-            translated; longer sentences are cut. Defaults to `128`.
+        beam_size: int, translation only: beams per sentence; `1` searches
+            greedily. Defaults to `None`, meaning `4`.
+        length_penalty: float, translation only: `alpha` of the GNMT length
+            penalty. Defaults to `None`, meaning `0.6`.
+        max_source_length: int, translation only: longest source (subword ids,
+            end id included) translated; longer sentences are cut. Defaults to
+            `None`, meaning `128`.
         overwrite: bool, replace an existing export. Defaults to `True`.
+        max_length: int >= 3, classification only (keyword-only): the longest
+            row of ids, start and end ids included; longer texts are cut, head +
+            tail. Defaults to `None`, meaning `256`.
+        head_fraction: float in `[0, 1]`, classification only (keyword-only):
+            the share of a cut text's pieces taken from its beginning. Defaults
+            to `None`, meaning `0.25`.
 
     Returns:
         The directory, as a `pathlib.Path`.
@@ -66,6 +109,8 @@ def export_serving(
 
     >>> bundle = load_pretrained("runs/multi30k/model")
     >>> export_serving(bundle.model, bundle.tokenizer, "runs/multi30k/serving")
+    >>> bundle = load_pretrained("runs/imdb/model")
+    >>> export_serving(bundle.model, bundle.tokenizer, "runs/imdb/serving", max_length=256)
     """
     if keras.backend.backend() != "tensorflow":
         raise ValueError(
@@ -73,55 +118,59 @@ def export_serving(
             f"the backend is {keras.backend.backend()!r}. Set KERAS_BACKEND=tensorflow, load "
             "the model with `load_pretrained`, and export from there."
         )
-    if not all(hasattr(model, name) for name in ("encode", "decode_step", "initial_cache")):
-        raise ValueError(
-            "`model` must be a `Seq2SeqTransformer` (an encoder-decoder translation model). "
-            f"Received: {type(model).__name__}."
-        )
+    kind = _model_kind(model)
     if not isinstance(tokenizer, SubwordTokenizer):
         raise ValueError(
             f"`tokenizer` must be a `SubwordTokenizer`. Received: {type(tokenizer).__name__}."
         )
-    if tokenizer.vocabulary_size != model.target_vocabulary_size:
-        raise ValueError(
-            f"The tokenizer has {tokenizer.vocabulary_size} ids but the model predicts "
-            f"{model.target_vocabulary_size}: pass the tokenizer the model was trained with."
+    given = {
+        "beam_size": beam_size,
+        "length_penalty": length_penalty,
+        "max_source_length": max_source_length,
+        "max_length": max_length,
+        "head_fraction": head_fraction,
+    }
+    for name, value in given.items():
+        if value is not None and name not in KIND_ARGUMENTS[kind]:
+            raise ValueError(
+                f"`{name}` does not apply to a {type(model).__name__} ({kind} model). "
+                f"Received: {name}={value!r}. Its arguments are "
+                f"{', '.join(f'`{other}`' for other in KIND_ARGUMENTS[kind])}."
+            )
+    if kind == TRANSLATION:
+        endpoint = _translation_endpoint(
+            model, tokenizer, beam_size, length_penalty, max_source_length
         )
-    beam_size = check_positive_int("beam_size", beam_size)
-    max_source_length = check_positive_int("max_source_length", max_source_length)
-    if max_source_length < 2:
-        raise ValueError(
-            "`max_source_length` must be at least 2 (one token and the end id). "
-            f"Received: max_source_length={max_source_length}."
-        )
+    else:
+        endpoint = make_classify_fn(model, tokenizer, max_length, head_fraction)
     directory = pathlib.Path(directory)
     if directory.exists() and not overwrite:
         raise FileExistsError(f"'{directory}' exists; pass `overwrite=True` to replace it.")
+    return _write_archive(directory, endpoint, tracked=(model, tokenizer))
 
-    options = GenerationOptions(
-        "beam" if beam_size > 1 else "greedy",
-        beam_size,
-        length_penalty,
-        1,
-        None,
-        1.0,
-        1.0,
-        0,
-        tokenizer.end_id,
-        model.pad_id,
-        model.target_vocabulary_size,
+
+def _model_kind(model):
+    if isinstance(model, TransformerClassifier):
+        return CLASSIFICATION
+    if all(hasattr(model, name) for name in ("encode", "decode_step", "initial_cache")):
+        return TRANSLATION
+    raise ValueError(
+        "`model` must be a `Seq2SeqTransformer` (an encoder-decoder translation model) or a "
+        f"`TransformerClassifier`. Received: {type(model).__name__}."
     )
-    translate = _make_translate_fn(model, tokenizer, options, max_source_length)
 
+
+def _write_archive(directory, endpoint, tracked):
+    """Traces `endpoint` on a batch of strings and writes the SavedModel atomically."""
     # Only the TensorFlow backend gets here; keep the import out of other backends' way.
     import tensorflow as tf
 
     archive = keras.export.ExportArchive()
-    archive.track(model)
-    archive.track(tokenizer)
+    for resource in tracked:
+        archive.track(resource)
     archive.add_endpoint(
         SERVING_ENDPOINT,
-        translate,
+        endpoint,
         input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
     )
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +184,39 @@ def export_serving(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return directory
+
+
+def _translation_endpoint(model, tokenizer, beam_size, length_penalty, max_source_length):
+    beam_size = DEFAULT_BEAM_SIZE if beam_size is None else beam_size
+    length_penalty = DEFAULT_LENGTH_PENALTY if length_penalty is None else length_penalty
+    if max_source_length is None:
+        max_source_length = DEFAULT_MAX_SOURCE_LENGTH
+    if tokenizer.vocabulary_size != model.target_vocabulary_size:
+        raise ValueError(
+            f"The tokenizer has {tokenizer.vocabulary_size} ids but the model predicts "
+            f"{model.target_vocabulary_size}: pass the tokenizer the model was trained with."
+        )
+    beam_size = check_positive_int("beam_size", beam_size)
+    max_source_length = check_positive_int("max_source_length", max_source_length)
+    if max_source_length < 2:
+        raise ValueError(
+            "`max_source_length` must be at least 2 (one token and the end id). "
+            f"Received: max_source_length={max_source_length}."
+        )
+    options = GenerationOptions(
+        "beam" if beam_size > 1 else "greedy",
+        beam_size,
+        length_penalty,
+        1,
+        None,
+        1.0,
+        1.0,
+        0,
+        tokenizer.end_id,
+        model.pad_id,
+        model.target_vocabulary_size,
+    )
+    return _make_translate_fn(model, tokenizer, options, max_source_length)
 
 
 def _make_translate_fn(model, tokenizer, options, max_source_length):

@@ -1,0 +1,306 @@
+"""tf.data pipeline for text classification: texts and labels → length-bucketed batches.
+
+The layout of a row is `[start_id] + pieces + [end_id]`: the start id is the
+sequence's first token, so it can play BERT's `[CLS]` role for
+`TransformerClassifier(pooling="cls")`, and `tokenize_for_classification` is the one
+function that lays texts out this way, for training, evaluation and serving alike.
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.text.translation_dataset import length_bucket_boundaries
+
+_TOKENIZE_CHUNK = 1024
+_SPECIAL_IDS_PER_ROW = 2  # start id and end id
+
+
+def _is_int(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_max_length(max_length, allow_none):
+    if max_length is None and allow_none:
+        return None
+    if not _is_int(max_length) or max_length < 3:
+        allowed = "None or an int >= 3" if allow_none else "an int >= 3"
+        raise ValueError(
+            f"`max_length` must be {allowed}: it counts every id of a row, the start and end "
+            f"ids included, so 3 leaves room for one piece. Received: max_length={max_length!r}"
+        )
+    return int(max_length)
+
+
+def _check_head_fraction(head_fraction):
+    valid = isinstance(head_fraction, (int, float, np.integer, np.floating)) and not isinstance(
+        head_fraction, (bool, np.bool_)
+    )
+    if not valid or not 0 <= head_fraction <= 1:
+        raise ValueError(
+            "`head_fraction` must be a float in [0, 1], the share of a truncated text's pieces "
+            "taken from its beginning (e.g. 0.25; 1 keeps only the beginning, 0 only the end). "
+            f"Received: head_fraction={head_fraction!r}"
+        )
+    return float(head_fraction)
+
+
+def head_and_tail_sizes(max_length, head_fraction=0.25):
+    """How many pieces a truncated text keeps from its beginning and from its end.
+
+    Args:
+        max_length: int >= 3, the longest row, start and end ids included.
+        head_fraction: float in `[0, 1]`. Defaults to `0.25`.
+
+    Returns:
+        `(head, tail)`: `head = round((max_length - 2) * head_fraction)` (Python's
+        `round`, so halves go to the even neighbour) and `tail = max_length - 2 - head`.
+
+    Example:
+
+    >>> head_and_tail_sizes(256)
+    (64, 190)
+    """
+    max_length = _check_max_length(max_length, allow_none=False)
+    head_fraction = _check_head_fraction(head_fraction)
+    budget = max_length - _SPECIAL_IDS_PER_ROW
+    head = round(budget * head_fraction)
+    return head, budget - head
+
+
+def _head_and_tail(ids, head, tail):
+    """Keeps the first `head` and last `tail` ids of rows longer than `head + tail`."""
+    lengths = ids.row_lengths()
+    row_ids = ids.value_rowids()
+    positions = tf.range(tf.size(ids.flat_values, out_type=tf.int64)) - tf.gather(
+        ids.row_starts(), row_ids
+    )
+    # For a row of at most `head + tail` ids, `length - tail <= head`, so every position
+    # passes one test or the other and the row is kept whole without a separate branch.
+    keep = tf.logical_or(positions < head, positions >= tf.gather(lengths, row_ids) - tail)
+    return tf.ragged.boolean_mask(ids, ids.with_flat_values(keep))
+
+
+def tokenize_for_classification(tokenizer, texts, max_length=None, head_fraction=0.25):
+    """Classifier input ids: `[start_id] + pieces + [end_id]` per text, head + tail truncated.
+
+    The start id is each row's first token, so `TransformerClassifier(pooling="cls")`
+    classifies from its state as BERT does from `[CLS]`. A text too long for
+    `max_length` keeps its first `head` pieces and its last `tail` pieces (see
+    `head_and_tail_sizes`): Sun et al. (2019) found this "head + tail" cut better than
+    keeping the beginning or the end alone on long reviews, whose opening and verdict
+    carry most of the sentiment.
+
+    The ops are TensorFlow graph ops, so this runs eagerly, inside
+    `tf.data.Dataset.map` and inside a `tf.function` or an exported SavedModel. Use it
+    for training and at serving time alike so the model always sees the same layout.
+
+    Args:
+        tokenizer: a `SubwordTokenizer` (anything with `tokenize`, `start_id` and
+            `end_id`).
+        texts: a 1-D `tf.string` tensor, or a list (or 1-D NumPy array) of str, of
+            shape `(batch,)`.
+        max_length: int >= 3, the longest row, start and end ids included. Defaults
+            to `None` (no truncation).
+        head_fraction: float in `[0, 1]`, the share of a truncated row's
+            `max_length - 2` pieces taken from the beginning of the text; the rest
+            comes from its end. Ignored when `max_length` is `None`. Defaults to `0.25`.
+
+    Returns:
+        An int32 `tf.RaggedTensor` of shape `(batch, None)`; pad it with
+        `.to_tensor()` (pad id 0) to feed a model.
+
+    Example:
+
+    >>> ids = tokenize_for_classification(tokenizer, ["A fine film.", "Dull."], max_length=8)
+    >>> ids[:, 0].numpy().tolist() == [tokenizer.start_id] * 2
+    True
+
+    References:
+        - [Sun et al., 2019](https://arxiv.org/abs/1905.05583), "How to Fine-Tune
+          BERT for Text Classification?", section 5.3.
+    """
+    max_length = _check_max_length(max_length, allow_none=True)
+    head_fraction = _check_head_fraction(head_fraction)
+    texts = tf.convert_to_tensor(texts, dtype=tf.string)
+    if texts.shape.rank != 1:
+        raise ValueError(
+            "`texts` must be a 1-D batch of strings, shape `(batch,)`. Received shape "
+            f"{texts.shape}. Wrap a single text in a list, or batch a dataset of texts "
+            "before mapping this function over it."
+        )
+    ids = tokenizer.tokenize(texts)
+    if max_length is not None:
+        ids = _head_and_tail(ids, *head_and_tail_sizes(max_length, head_fraction))
+    start = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.start_id, tf.int32))
+    end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
+    return tf.concat([start, ids, end], axis=1)
+
+
+def _as_list(values, name):
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"`{name}` must be a list of items, not a single string.")
+    if not isinstance(values, (list, tuple)):
+        array = np.asarray(values)
+        if array.ndim != 1:
+            raise ValueError(
+                f"`{name}` must be 1-D (one item per example). Received shape {array.shape}."
+            )
+        return array.tolist()
+    return list(values)
+
+
+def _check_texts(texts):
+    texts = _as_list(texts, "texts")
+    if not texts:
+        raise ValueError("`texts` is empty; pass at least one text (and its label).")
+    for index, text in enumerate(texts):
+        if not isinstance(text, (str, bytes)):
+            raise ValueError(
+                f"`texts` must hold str (or UTF-8 bytes) items. Received texts[{index}] of type "
+                f"{type(text).__name__}: {text!r}"
+            )
+    return texts
+
+
+def _check_labels(labels, num_texts, num_classes):
+    labels = _as_list(labels, "labels")
+    if len(labels) != num_texts:
+        raise ValueError(
+            f"`labels` must hold one label per text: got {len(labels)} labels for "
+            f"{num_texts} texts."
+        )
+    for index, label in enumerate(labels):
+        if not _is_int(label):
+            raise ValueError(
+                f"`labels` must be integer class ids. Received labels[{index}]={label!r} "
+                f"({type(label).__name__}). Map class names to ids first, e.g. "
+                "`[names.index(label) for label in labels]`."
+            )
+        if label < 0 or (num_classes is not None and label >= num_classes):
+            valid = "a non-negative class id" if num_classes is None else "in [0, num_classes)"
+            raise ValueError(
+                f"Every label must be {valid}. Received labels[{index}]={label} with "
+                f"num_classes={num_classes}. Fix the label or raise `num_classes`."
+            )
+    return np.asarray(labels, np.int32)
+
+
+def _check_positive_int(name, value):
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+    return int(value)
+
+
+def make_classification_dataset(
+    texts,
+    labels,
+    tokenizer,
+    batch_size=32,
+    max_length=256,
+    num_classes=None,
+    shuffle=True,
+    seed=None,
+    head_fraction=0.25,
+    bucket=True,
+):
+    """Batches of (token ids, label) for training or evaluating a `TransformerClassifier`.
+
+    Texts are tokenized once, with `tokenize_for_classification`, and the ids are
+    cached in memory during the first pass, so later epochs cost no tokenization: on
+    2 shared CPU cores, the first pass over the 25,000 IMDB train reviews (8,000
+    pieces) took 8-11 s and later passes 0.6 s. Then every epoch, with `shuffle=True`,
+    shuffles the examples (differently each epoch, over all of them), groups them
+    into buckets of similar length (`length_bucket_boundaries(max_length)`) so a
+    batch carries little padding (1.7% of IMDB's padded ids at `max_length=256`,
+    against 17% without buckets), makes batches of `batch_size` examples (the last
+    batch of a bucket may be smaller) and shuffles the order of the batches, so the
+    buckets' small leftover batches do not all come at the end of the epoch. With
+    `shuffle=False` the batches come in the same order every time, for evaluation.
+    The dataset has `tf.data` autotuning turned off, like `make_translation_dataset`
+    (with it, Keras stalled at epoch ends deleting iterators).
+
+    Args:
+        texts: list or 1-D NumPy array of str, one text per example.
+        labels: list or 1-D NumPy array of int class ids, one per text.
+        tokenizer: a `SubwordTokenizer` whose `pad_id` is 0.
+        batch_size: int, examples per batch. Defaults to `32`.
+        max_length: int >= 3, the longest row, start and end ids included; longer
+            texts are cut, head + tail (see `tokenize_for_classification`).
+            Defaults to `256`.
+        num_classes: int, when given every label must be in `[0, num_classes)`.
+            Defaults to `None` (labels need only be non-negative).
+        shuffle: bool, shuffle examples and batches, differently each epoch; use for
+            training. Defaults to `True`.
+        seed: int, shuffle seed: the same seed gives the same sequence of epochs.
+            Defaults to `None` (random).
+        head_fraction: float in `[0, 1]`, the share of a truncated text's pieces
+            taken from its beginning. Defaults to `0.25`.
+        bucket: bool, batch texts of similar length together. `False` batches them
+            in (shuffled) order, padding each batch to its longest row.
+            Defaults to `True`.
+
+    Returns:
+        A `tf.data.Dataset` of `(token_ids, labels)`: int32 `(batch, length)` ids
+        padded at the end of each row with 0, and int32 `(batch,)` labels.
+
+    Example:
+
+    >>> dataset = make_classification_dataset(texts, labels, tokenizer, num_classes=2, seed=0)
+    >>> model.fit(dataset, epochs=3)
+    """
+    texts = _check_texts(texts)
+    if num_classes is not None:
+        num_classes = _check_positive_int("num_classes", num_classes)
+    labels = _check_labels(labels, len(texts), num_classes)
+    batch_size = _check_positive_int("batch_size", batch_size)
+    max_length = _check_max_length(max_length, allow_none=False)
+    head_fraction = _check_head_fraction(head_fraction)
+    if seed is not None and not _is_int(seed):
+        raise ValueError(f"`seed` must be None or an int. Received: seed={seed!r}")
+    if tokenizer.pad_id != 0:
+        raise ValueError(
+            f"The tokenizer's `pad_id` must be 0: batches are padded with zeros. "
+            f"Received: pad_id={tokenizer.pad_id}"
+        )
+
+    # Plain TensorFlow ops with no Python control flow on tensors: AutoGraph has nothing
+    # to convert, and skipping it saves re-parsing the source of every function called.
+    @tf.autograph.experimental.do_not_convert
+    def tokenize(chunk_texts, chunk_labels):
+        ids = tokenize_for_classification(tokenizer, chunk_texts, max_length, head_fraction)
+        return ids, chunk_labels
+
+    dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
+    # Tokenizing a chunk at a time is much faster than one text per call.
+    dataset = dataset.batch(_TOKENIZE_CHUNK).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    # Unbatched ragged rows keep a ragged spec that `padded_batch` rejects; an identity
+    # map turns them into plain 1-D tensors.
+    dataset = dataset.unbatch().map(lambda ids, label: (ids, label)).cache()
+    if shuffle:
+        dataset = dataset.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
+    if bucket:
+        boundaries = length_bucket_boundaries(max_length)
+        dataset = dataset.bucket_by_sequence_length(
+            element_length_func=lambda ids, label: tf.size(ids),
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+            padded_shapes=([None], []),
+            padding_values=(tokenizer.pad_id, 0),
+        )
+        if shuffle:
+            # A buffer as large as an epoch's batches: every bucket's leftover batch is
+            # flushed when the examples run out, and they should not all come last.
+            batch_buffer = math.ceil(len(texts) / batch_size) + len(boundaries) + 1
+            batch_seed = None if seed is None else seed + 1
+            dataset = dataset.shuffle(batch_buffer, seed=batch_seed, reshuffle_each_iteration=True)
+    else:
+        dataset = dataset.padded_batch(
+            batch_size, padded_shapes=([None], []), padding_values=(tokenizer.pad_id, 0)
+        )
+    # See `make_translation_dataset`: with autotuning, deleting an iterator (Keras does
+    # so every epoch) waits for its sleeping thread, up to a minute.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)

@@ -1,0 +1,228 @@
+"""Saving a `TransformerClassifier` and serving it as a text → label SavedModel."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.models import Seq2SeqTransformer, TransformerClassifier
+from keras_transformer.saving import export_serving, load_pretrained, save_pretrained
+from keras_transformer.text import SubwordTokenizer
+from keras_transformer.text.classification_dataset import tokenize_for_classification
+
+SENTENCES = [
+    "A moving film with great acting.",
+    "The plot was boring and the acting awful.",
+    "Two hours of my life I will not get back.",
+    "I loved every minute of this movie.",
+] * 20
+HEAD = "one two three four five "
+TAIL = " nine ten eleven twelve."
+# With max_length=12 and head_fraction=0.5, a long text keeps 5 pieces from its start and
+# 5 from its end: LONG and LONG_OTHER_MIDDLE differ only in pieces that are cut.
+LONG = HEAD + "the plot was boring and the acting awful" + TAIL
+LONG_OTHER_MIDDLE = HEAD + "I loved every minute of this great movie" + TAIL
+LONG_OTHER_TAIL = HEAD + "the plot was boring and the acting awful" + " I loved this movie."
+QUERIES = [
+    "A moving film.",
+    "",
+    "Ünïcode 😀 plot",
+    "The acting was awful.",
+    LONG,
+    LONG_OTHER_MIDDLE,
+    LONG_OTHER_TAIL,
+]
+MAX_LENGTH, HEAD_FRACTION = 12, 0.5
+VOCABULARY_SIZE, NUM_CLASSES = 300, 3
+
+# Runs in a fresh interpreter: TensorFlow and tensorflow-text only.
+LOAD_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    served = tf.saved_model.load(sys.argv[1])
+    queries = json.loads(sys.argv[2])
+    signature = served.signatures["serving_default"]
+    batch = signature(sentences=tf.constant(queries))
+    one_by_one = [served.serve(tf.constant([q]))["probabilities"].numpy()[0] for q in queries]
+    empty = served.serve(tf.constant([], tf.string))
+    print(json.dumps({
+        "outputs": sorted(batch),
+        "label": batch["label"].numpy().tolist(),
+        "probabilities": batch["probabilities"].numpy().tolist(),
+        "dtypes": {key: value.dtype.name for key, value in batch.items()},
+        "one_by_one": [row.tolist() for row in one_by_one],
+        "empty": {key: [value.shape.as_list(), value.dtype.name] for key, value in empty.items()},
+        "imported_keras_transformer": any(m.startswith("keras_transformer") for m in sys.modules),
+    }))
+    """
+)
+
+tensorflow_only = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="SavedModel export needs TensorFlow"
+)
+
+
+def load_in_fresh_process(directory, queries):
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_SCRIPT, str(directory), json.dumps(queries)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    words = (HEAD + TAIL).split()
+    return SubwordTokenizer.train(SENTENCES + [" ".join(words)] * 20, VOCABULARY_SIZE)
+
+
+def tiny_classifier(pooling="mean", dtype=None, **kwargs):
+    return TransformerClassifier(
+        VOCABULARY_SIZE,
+        NUM_CLASSES,
+        num_layers=1,
+        hidden_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        pooling=pooling,
+        dtype=dtype,
+        **kwargs,
+    )
+
+
+def keras_probabilities(model, tokenizer, texts, max_length=MAX_LENGTH):
+    ids = tokenize_for_classification(tokenizer, texts, max_length, HEAD_FRACTION)
+    logits = model(ids.to_tensor().numpy(), training=False)
+    return np.asarray(keras.ops.softmax(keras.ops.cast(logits, "float32")), np.float64)
+
+
+def test_pretrained_round_trip(tmp_path, tokenizer):
+    model = tiny_classifier(pooling="cls")
+    metadata = {"labels": ["negative", "neutral", "positive"], "max_length": 256}
+    directory = save_pretrained(model, tmp_path / "run", tokenizer, metadata=metadata)
+    bundle = load_pretrained(directory)
+    assert isinstance(bundle.model, TransformerClassifier)
+    assert bundle.model.get_config() == model.get_config()
+    ids = tokenize_for_classification(tokenizer, QUERIES).to_tensor().numpy()
+    logits = np.asarray(model(ids))
+    assert logits.shape == (len(QUERIES), NUM_CLASSES) and np.ptp(logits) > 1e-3
+    np.testing.assert_array_equal(np.asarray(bundle.model(ids)), logits)
+    assert tokenize_for_classification(bundle.tokenizer, QUERIES).to_list() == (
+        tokenize_for_classification(tokenizer, QUERIES).to_list()
+    )
+    assert bundle.metadata["labels"] == metadata["labels"]
+    assert bundle.metadata["max_length"] == 256
+    assert bundle.metadata["model_class"] == "TransformerClassifier"
+    assert bundle.metadata["tokenizer_class"] == "SubwordTokenizer"
+
+
+@tensorflow_only
+@pytest.mark.parametrize(
+    "pooling, dtype", [("mean", None), ("cls", None), ("mean", "mixed_bfloat16")]
+)
+def test_served_probabilities_equal_the_keras_model(tmp_path, tokenizer, pooling, dtype):
+    model = tiny_classifier(pooling=pooling, dtype=dtype)
+    # The documented path: a saved run, loaded back, then exported.
+    save_pretrained(model, tmp_path / "run", tokenizer, metadata={"max_length": MAX_LENGTH})
+    bundle = load_pretrained(tmp_path / "run")
+    directory = export_serving(
+        bundle.model,
+        bundle.tokenizer,
+        tmp_path / "serving",
+        max_length=bundle.metadata["max_length"],
+        head_fraction=HEAD_FRACTION,
+    )
+    assert (directory / "saved_model.pb").is_file()
+    served = load_in_fresh_process(directory, QUERIES)
+    assert not served["imported_keras_transformer"]
+    assert served["outputs"] == ["label", "probabilities"]
+    assert served["dtypes"] == {"label": "int32", "probabilities": "float32"}
+    probabilities = np.array(served["probabilities"])
+    expected = keras_probabilities(model, tokenizer, QUERIES)
+    assert probabilities.shape == (len(QUERIES), NUM_CLASSES)
+    np.testing.assert_allclose(probabilities, expected, rtol=0, atol=1e-5)
+    # A text's probabilities do not depend on the rest of the batch (its padding).
+    np.testing.assert_allclose(served["one_by_one"], probabilities, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=0, atol=1e-6)
+    assert served["label"] == np.argmax(probabilities, axis=1).tolist()
+    assert served["empty"] == {
+        "label": [[0], "int32"],
+        "probabilities": [[0, NUM_CLASSES], "float32"],
+    }
+    # Long texts are cut head + tail: the middle is dropped, the end is kept.
+    long = {text: probabilities[QUERIES.index(text)] for text in QUERIES[4:]}
+    np.testing.assert_allclose(long[LONG], long[LONG_OTHER_MIDDLE], rtol=0, atol=1e-6)
+    assert np.abs(long[LONG] - long[LONG_OTHER_TAIL]).max() > 1e-2  # measured: 0.09
+    # Equality with the model is not vacuous: uncut, the long text scores differently.
+    uncut = keras_probabilities(model, tokenizer, [LONG], max_length=64)[0]
+    assert np.abs(long[LONG] - uncut).max() > 1e-2  # measured: 0.11-0.19
+
+
+def test_long_queries_are_cut(tokenizer):
+    ids = tokenize_for_classification(tokenizer, QUERIES[4:], MAX_LENGTH, HEAD_FRACTION)
+    rows = ids.to_list()
+    assert all(len(row) == MAX_LENGTH for row in rows)
+    assert rows[0] == rows[1] and rows[0] != rows[2]
+    assert len(tokenizer.tokenize(LONG).numpy()) > 2 * MAX_LENGTH
+
+
+@tensorflow_only
+def test_overwrite_refused_when_asked(tmp_path, tokenizer):
+    (tmp_path / "serving").mkdir()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        export_serving(tiny_classifier(), tokenizer, tmp_path / "serving", overwrite=False)
+    assert list((tmp_path / "serving").iterdir()) == []
+
+
+@tensorflow_only
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"beam_size": 4}, r"`beam_size` does not apply to a TransformerClassifier.*`max_length`"),
+        ({"length_penalty": 0.6}, "`length_penalty` does not apply to a TransformerClassifier"),
+        ({"max_source_length": 64}, "`max_source_length` does not apply"),
+        ({"model": "translation", "max_length": 64}, "`max_length` does not apply to a Seq2Seq"),
+        ({"model": "translation", "head_fraction": 0.5}, "`head_fraction` does not apply"),
+        ({"max_length": 2}, r"`max_length` must be an int >= 3.*max_length=2"),
+        ({"head_fraction": 1.5}, r"`head_fraction` must be a float in \[0, 1\]"),
+        ({"model": "learned"}, r"`max_length` \(256\) exceeds.*max_sequence_length=128"),
+        ({"model": "learned", "max_length": 128}, None),
+        ({"model": "other_vocabulary"}, "The tokenizer has 300 ids but the model embeds 90"),
+        ({"model": "other_pad_id"}, r"`pad_id` \(1\) must be the tokenizer's \(0\)"),
+        ({"tokenizer": "not a tokenizer"}, "`tokenizer` must be a `SubwordTokenizer`"),
+    ],
+)
+def test_bad_arguments(tmp_path, tokenizer, change, match):
+    models = {
+        "translation": lambda: Seq2SeqTransformer(
+            VOCABULARY_SIZE, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
+            num_heads=2, intermediate_dim=32,
+        ),
+        "learned": lambda: tiny_classifier(position="learned", max_sequence_length=128),
+        "other_vocabulary": lambda: TransformerClassifier(
+            90, NUM_CLASSES, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32
+        ),
+        "other_pad_id": lambda: tiny_classifier(pad_id=1),
+    }  # fmt: skip
+    arguments = {"model": tiny_classifier(), "tokenizer": tokenizer, "directory": tmp_path / "s"}
+    arguments.update(change)
+    if isinstance(arguments["model"], str):
+        arguments["model"] = models[arguments["model"]]()
+    if match is None:  # The limit itself is accepted.
+        assert export_serving(**arguments) == tmp_path / "s"
+        return
+    with pytest.raises(ValueError, match=match):
+        export_serving(**arguments)
+    assert not (tmp_path / "s").exists()
