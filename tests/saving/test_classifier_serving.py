@@ -1,11 +1,5 @@
 """Saving a `TransformerClassifier` and serving it as a text → label SavedModel."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import keras
 import numpy as np
 import pytest
@@ -14,6 +8,7 @@ from keras_transformer.models import Seq2SeqTransformer, TransformerClassifier
 from keras_transformer.saving import export_serving, load_pretrained, save_pretrained
 from keras_transformer.text import SubwordTokenizer
 from keras_transformer.text.classification_dataset import tokenize_for_classification
+from tests.saved_model_loader import classify_in_fresh_process as load_in_fresh_process
 
 SENTENCES = [
     "A moving film with great acting.",
@@ -40,46 +35,9 @@ QUERIES = [
 MAX_LENGTH, HEAD_FRACTION = 12, 0.5
 VOCABULARY_SIZE, NUM_CLASSES = 300, 3
 
-# Runs in a fresh interpreter: TensorFlow and tensorflow-text only.
-LOAD_SCRIPT = textwrap.dedent(
-    """
-    import json, sys
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-
-    served = tf.saved_model.load(sys.argv[1])
-    queries = json.loads(sys.argv[2])
-    signature = served.signatures["serving_default"]
-    batch = signature(sentences=tf.constant(queries))
-    one_by_one = [served.serve(tf.constant([q]))["probabilities"].numpy()[0] for q in queries]
-    empty = served.serve(tf.constant([], tf.string))
-    print(json.dumps({
-        "outputs": sorted(batch),
-        "label": batch["label"].numpy().tolist(),
-        "probabilities": batch["probabilities"].numpy().tolist(),
-        "dtypes": {key: value.dtype.name for key, value in batch.items()},
-        "one_by_one": [row.tolist() for row in one_by_one],
-        "empty": {key: [value.shape.as_list(), value.dtype.name] for key, value in empty.items()},
-        "imported_keras_transformer": any(m.startswith("keras_transformer") for m in sys.modules),
-    }))
-    """
-)
-
 tensorflow_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="SavedModel export needs TensorFlow"
 )
-
-
-def load_in_fresh_process(directory, queries):
-    result = subprocess.run(
-        [sys.executable, "-c", LOAD_SCRIPT, str(directory), json.dumps(queries)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
