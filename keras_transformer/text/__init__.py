@@ -3,6 +3,11 @@
 Unlike the layers, this package is TensorFlow-specific (tf.data, tensorflow-text).
 """
 
+from keras_transformer.text.classification_dataset import (
+    make_classification_dataset,
+    tokenize_for_classification,
+)
+from keras_transformer.text.masked_lm_dataset import make_masked_lm_dataset
 from keras_transformer.text.masking import mask_tokens
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import (
@@ -15,8 +20,11 @@ from keras_transformer.text.translation_dataset import (
 __all__ = [
     "SubwordTokenizer",
     "length_bucket_boundaries",
+    "make_classification_dataset",
+    "make_masked_lm_dataset",
     "make_translation_dataset",
     "mask_tokens",
+    "tokenize_for_classification",
     "tokenize_source",
     "tokenize_target",
 ]

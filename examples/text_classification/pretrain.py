@@ -1,0 +1,213 @@
+"""Pretrain a Transformer encoder as a masked language model on the training texts.
+
+Learns a SentencePiece vocabulary (with a `<mask>` id) on the IMDB training reviews
+and the SST-2 training sentences — never on test or dev text — and trains a
+`MaskedLM` (BERT's objective: 15% of the tokens hidden, 80/10/10, masked afresh
+each epoch) for a number of epochs or minutes. Saves the model and tokenizer with
+`save_pretrained` (`<output-dir>/model`), which `train --init-from` fine-tunes.
+
+Runs:
+    python -m examples.text_classification.pretrain --imdb-dir DIR --minutes 20
+    python -m examples.text_classification.pretrain --quick     # SST-2 only, a minute
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import keras
+
+import keras_transformer as kt
+from examples.text_classification import data
+from examples.text_classification.cli import add_common_flags, check_positive, check_rate, fail
+from examples.text_classification.schedule import fine_tuning_optimizer
+
+QUICK = dict(
+    vocabulary_size=4000,
+    preset="tiny",
+    max_length=64,
+    batch_size=64,
+    epochs=1,
+    learning_rate=1e-3,
+    minutes=None,
+    imdb_limit=0,
+)
+FULL = dict(
+    vocabulary_size=8000,
+    preset="tiny",
+    max_length=256,
+    batch_size=32,
+    epochs=4,
+    learning_rate=1e-3,
+    minutes=None,
+    imdb_limit=None,
+)
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stops `fit` after the batch that passes `minutes` of training."""
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.seconds = None if minutes is None else 60 * minutes
+
+    def on_train_begin(self, logs=None):
+        self.started = time.time()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.seconds is not None and time.time() - self.started > self.seconds:
+            self.model.stop_training = True
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="SST-2 sentences only, a minute")
+    parser.add_argument("--imdb-dir", default=None, help="IMDB folder (train.jsonl.gz is used)")
+    parser.add_argument("--sst2-dir", default=None, help="defaults to the copy in the repository")
+    parser.add_argument("--output-dir", default=None, help="defaults to runs/pretrain[-quick]")
+    parser.add_argument("--preset", default=None, choices=["tiny", "small", "base", "big"])
+    parser.add_argument("--num-layers", type=int, default=None)
+    parser.add_argument("--hidden-dim", type=int, default=None)
+    parser.add_argument("--num-heads", type=int, default=None)
+    parser.add_argument("--intermediate-dim", type=int, default=None)
+    parser.add_argument(
+        "--norm-first",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pre-norm blocks (post-norm, the paper's and BERT's, with --no-norm-first)",
+    )
+    parser.add_argument("--vocabulary-size", type=int, default=None)
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--minutes", type=float, default=None, help="stop training after this")
+    parser.add_argument("--learning-rate", type=float, default=None)
+    parser.add_argument("--mask-rate", type=float, default=0.15)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--imdb-limit", type=int, default=None, help="use N IMDB reviews")
+    add_common_flags(parser)
+    args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else FULL
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for name in ("vocabulary_size", "max_length", "batch_size", "epochs"):
+        check_positive(parser, name, getattr(args, name))
+    for name in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim"):
+        if getattr(args, name) is not None:
+            check_positive(parser, name, getattr(args, name))
+    if args.max_length < 3:
+        parser.error(f"--max-length must be at least 3; got {args.max_length}")
+    if args.minutes is not None and not args.minutes > 0:
+        parser.error(f"--minutes must be positive; got {args.minutes}")
+    if not args.learning_rate > 0:
+        parser.error(f"--learning-rate must be positive; got {args.learning_rate}")
+    if not 0 < args.mask_rate < 1:
+        parser.error(f"--mask-rate must be in (0, 1); got {args.mask_rate}")
+    check_rate(parser, "dropout", args.dropout)
+    if args.imdb_limit is not None and args.imdb_limit < 0:
+        parser.error(f"--imdb-limit must be 0 or more; got {args.imdb_limit}")
+    if not args.quick and args.imdb_dir is None:
+        parser.error("--imdb-dir is required (or pass --quick to pretrain on SST-2 alone)")
+    if args.output_dir is None:
+        args.output_dir = os.path.join("runs", "pretrain-quick" if args.quick else "pretrain")
+    return args
+
+
+def training_texts(args):
+    """SST-2 training sentences and IMDB training reviews: no dev or test text."""
+    texts, _ = data.load_sst2("train", args.sst2_dir)
+    count = {"sst2_train": len(texts), "imdb_train": 0}
+    if args.imdb_dir is not None and args.imdb_limit != 0:
+        reviews, _ = data.load_imdb("train", args.imdb_dir, seed=args.seed)
+        reviews = [data.clean_imdb_text(review) for review in reviews[: args.imdb_limit]]
+        count["imdb_train"] = len(reviews)
+        texts = list(texts) + reviews
+    return texts, count
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args, argv)
+    except (ValueError, OSError) as error:
+        fail(error, args.debug)
+
+
+def run(args, argv):
+    import tensorflow as tf
+
+    from keras_transformer.saving import save_pretrained
+    from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
+
+    command = "python -m examples.text_classification.pretrain " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    keras.utils.set_random_seed(args.seed)
+    started = time.time()
+    texts, count = training_texts(args)
+    print(f"data: {count['sst2_train']} SST-2 train sentences, {count['imdb_train']} IMDB reviews")
+    tokenizer = SubwordTokenizer.train(texts, vocabulary_size=args.vocabulary_size, mask_token=True)
+    print(f"tokenizer: SentencePiece BPE with <mask>, {tokenizer.vocabulary_size} pieces")
+    overrides = {"dropout": args.dropout}
+    for name in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim", "norm_first"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    model = kt.models.build(
+        "masked_lm",
+        preset=args.preset,
+        precision=args.precision,
+        vocabulary_size=tokenizer.vocabulary_size,
+        **overrides,
+    )
+    train_data = make_masked_lm_dataset(
+        texts,
+        tokenizer,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        mask_rate=args.mask_rate,
+        seed=args.seed,
+    )
+    # A known length gives the progress bar its total and spares Keras's out-of-data warning.
+    steps_per_epoch = sum(1 for _ in train_data)
+    train_data = train_data.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+    # Recompiled with the fine-tuning optimizer (AdamW, warmup and cosine decay) over the
+    # planned steps; the loss and metric stay `build`'s: label 0 marks unmasked slots.
+    model.compile(
+        optimizer=fine_tuning_optimizer(args.learning_rate, steps_per_epoch * args.epochs),
+        loss=model.loss,
+        metrics=[kt.training.MaskedAccuracy(model.pad_id, name="masked_accuracy")],
+    )
+    os.makedirs(args.output_dir, exist_ok=True)
+    history = model.fit(
+        train_data,
+        epochs=args.epochs,
+        callbacks=[
+            keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
+            TimeLimit(args.minutes),
+        ],
+        verbose=1 if sys.stdout.isatty() else 2,
+        shuffle=False,  # the dataset shuffles itself; Keras cannot shuffle a tf.data.Dataset
+    )
+    minutes = (time.time() - started) / 60
+    accuracy = round(float(history.history["masked_accuracy"][-1]), 4)
+    print(f"pretrained in {minutes:.1f} min; masked-token accuracy (last epoch) {accuracy}")
+    metadata = {
+        "task": "masked_lm",
+        "data_set": "SST-2 train sentences + IMDB train reviews (no dev or test text)",
+        "texts": count,
+        "max_length": args.max_length,
+        "masked_accuracy": accuracy,
+        "history": {k: [round(float(v), 5) for v in vs] for k, vs in history.history.items()},
+        "command": command,
+        "training_minutes": round(minutes, 1),
+    }
+    directory = save_pretrained(model, os.path.join(args.output_dir, "model"), tokenizer, metadata)
+    print(f"saved the masked LM and its tokenizer to {directory}")
+    print(f"  fine-tune: python -m examples.text_classification.train --init-from {directory}")
+    return metadata
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""Train a Transformer sentiment classifier on SST-2 or IMDB, from scratch or fine-tuned.
+
+From scratch, a SentencePiece vocabulary is learned on the training texts and a
+`TransformerClassifier` trained on them; with `--init-from DIR` (a masked LM saved
+by `examples.text_classification.pretrain`) its tokenizer and encoder are reused
+and fine-tuned (`TransformerClassifier.from_encoder`). A slice of the training set
+is held out for early stopping, so the reported set (SST-2 dev, IMDB test) is
+looked at once, at the end. Prints accuracy and F1, saves the model, tokenizer and
+scores with `save_pretrained` (`<output-dir>/model`, for
+`examples.text_classification.predict`), a SavedModel with `export_serving`
+(`<output-dir>/serving`: strings in, label and probabilities out), training
+curves and an attention picture.
+
+Runs:
+    python -m examples.text_classification.train --quick            # minutes, SST-2
+    python -m examples.text_classification.train                    # SST-2, full
+    python -m examples.text_classification.train --dataset imdb --data-dir DIR
+    python -m examples.text_classification.train --init-from runs/pretrain/model
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import keras
+
+import keras_transformer as kt
+from examples.text_classification import data
+from examples.text_classification.cli import (
+    add_common_flags,
+    check_positive,
+    check_rate,
+    fail,
+)
+from examples.text_classification.evaluation import classify, scores_for
+from examples.text_classification.schedule import fine_tuning_optimizer
+
+LABELS = ("negative", "positive")
+# A few minutes on 2 CPU cores: SST-2, from scratch, a 2-layer model, 2 epochs.
+QUICK = dict(
+    dataset="sst2",
+    vocabulary_size=4000,
+    preset="tiny",
+    max_length=64,
+    batch_size=64,
+    epochs=2,
+    learning_rate=1e-3,
+    dropout=0.1,
+    patience=2,
+    train_limit=None,
+)
+FULL = {
+    "sst2": dict(
+        vocabulary_size=8000,
+        preset="tiny",
+        max_length=64,
+        batch_size=64,
+        epochs=8,
+        learning_rate=1e-3,
+        dropout=0.1,
+        patience=2,
+        train_limit=None,
+    ),
+    "imdb": dict(
+        vocabulary_size=8000,
+        preset="tiny",
+        max_length=256,
+        batch_size=32,
+        epochs=6,
+        learning_rate=5e-4,
+        dropout=0.1,
+        patience=2,
+        train_limit=None,
+    ),
+}
+# Reported splits: SST-2's test labels are hidden (GLUE), so its dev set is reported.
+EVAL_SPLIT = {"sst2": "dev", "imdb": "test"}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=["sst2", "imdb"], default=None)
+    parser.add_argument("--quick", action="store_true", help="SST-2 from scratch in minutes")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="SST-2: defaults to the copy in the repository; IMDB: required, the layout of "
+        "`python -m examples.text_classification.download_imdb`",
+    )
+    parser.add_argument(
+        "--init-from", default=None, help="a masked LM saved by ...text_classification.pretrain"
+    )
+    parser.add_argument("--output-dir", default=None, help="defaults to runs/<dataset>[-...]")
+    parser.add_argument("--preset", default=None, choices=["tiny", "small", "base", "big"])
+    parser.add_argument("--vocabulary-size", type=int, default=None)
+    parser.add_argument("--max-length", type=int, default=None, help="ids per text, cut beyond")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--learning-rate", type=float, default=None, help="peak, after warmup")
+    parser.add_argument("--dropout", type=float, default=None)
+    parser.add_argument("--num-layers", type=int, default=None)
+    parser.add_argument("--hidden-dim", type=int, default=None)
+    parser.add_argument("--num-heads", type=int, default=None)
+    parser.add_argument("--intermediate-dim", type=int, default=None)
+    parser.add_argument(
+        "--norm-first",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pre-norm blocks (post-norm, the paper's and BERT's, with --no-norm-first)",
+    )
+    parser.add_argument("--pooling", choices=["mean", "cls"], default="mean")
+    parser.add_argument(
+        "--patience", type=int, default=None, help="epochs without a better val accuracy"
+    )
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.05,
+        help="share of the training set held out for early stopping",
+    )
+    parser.add_argument("--train-limit", type=int, default=None, help="use N training texts")
+    add_common_flags(parser)
+    args = parser.parse_args(argv)
+    if args.quick and args.dataset not in (None, "sst2"):
+        parser.error("--quick runs on SST-2; leave out --dataset or pass --dataset sst2")
+    args.dataset = args.dataset or "sst2"
+    defaults = QUICK if args.quick else FULL[args.dataset]
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    for name in ("vocabulary_size", "max_length", "batch_size", "epochs", "patience"):
+        check_positive(parser, name, getattr(args, name))
+    for name in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim", "train_limit"):
+        if getattr(args, name) is not None:
+            check_positive(parser, name, getattr(args, name))
+    if args.max_length < 3:
+        parser.error(
+            f"--max-length must be at least 3 (start, one piece, end); got {args.max_length}"
+        )
+    if not args.learning_rate > 0:
+        parser.error(f"--learning-rate must be positive; got {args.learning_rate}")
+    check_rate(parser, "dropout", args.dropout)
+    if not 0 < args.validation_fraction < 1:
+        parser.error(f"--validation-fraction must be in (0, 1); got {args.validation_fraction}")
+    if args.dataset == "imdb" and args.data_dir is None:
+        parser.error(
+            "--data-dir is required for IMDB (it is not shipped): a folder holding "
+            "train.jsonl.gz and test.jsonl.gz, e.g. written by "
+            "`python -m examples.text_classification.download_imdb --output-dir DIR`"
+        )
+    if args.init_from is not None and not os.path.isdir(args.init_from):
+        parser.error(f"--init-from: no directory at '{args.init_from}'")
+    if args.output_dir is None:
+        suffix = "-quick" if args.quick else ("-finetuned" if args.init_from else "")
+        args.output_dir = os.path.join("runs", args.dataset + suffix)
+    return args
+
+
+def load_texts(args):
+    """The training, validation (held out of train) and reported splits, cleaned."""
+    if args.dataset == "sst2":
+        train = data.load_sst2("train", args.data_dir)
+        reported = data.load_sst2(EVAL_SPLIT["sst2"], args.data_dir)
+    else:
+        train = data.load_imdb("train", args.data_dir, seed=args.seed)
+        reported = data.load_imdb("test", args.data_dir, seed=args.seed)
+        train = ([data.clean_imdb_text(t) for t in train[0]], train[1])
+        reported = ([data.clean_imdb_text(t) for t in reported[0]], reported[1])
+    if args.train_limit:
+        train = (train[0][: args.train_limit], train[1][: args.train_limit])
+    train, validation = data.train_validation_split(
+        *train, validation_fraction=args.validation_fraction, seed=args.seed
+    )
+    return train, validation, reported
+
+
+def make_model(args, tokenizer, pretrained):
+    if pretrained is not None:
+        model = kt.models.TransformerClassifier.from_encoder(
+            pretrained,
+            num_classes=len(LABELS),
+            pooling=args.pooling,
+            dropout=args.dropout,
+        )
+        print(
+            f"model: encoder of '{args.init_from}' ({model.count_params():,} parameters "
+            f"with the new head), {model.dtype_policy.name}"
+        )
+        return model
+    overrides = {"dropout": args.dropout, "pooling": args.pooling}
+    for name in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim", "norm_first"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    model = kt.models.build(
+        "classification",
+        preset=args.preset,
+        precision=args.precision,
+        compile=False,
+        vocabulary_size=tokenizer.vocabulary_size,
+        num_classes=len(LABELS),
+        **overrides,
+    )
+    return model
+
+
+def load_pretrained_encoder(path):
+    from keras_transformer.saving import load_pretrained
+
+    bundle = load_pretrained(path)
+    if not isinstance(bundle.model, kt.models.MaskedLM):
+        raise ValueError(
+            f"--init-from '{path}' holds a {type(bundle.model).__name__}, not a masked LM; pass "
+            "the model/ folder written by `python -m examples.text_classification.pretrain`."
+        )
+    if bundle.tokenizer is None:
+        raise ValueError(f"--init-from '{path}' holds no tokenizer; save it with one.")
+    return bundle
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args, argv)
+    except (ValueError, OSError) as error:
+        fail(error, args.debug)
+
+
+def run(args, argv):
+    import tensorflow as tf
+
+    from keras_transformer.saving import export_serving, save_pretrained
+    from keras_transformer.text import SubwordTokenizer, make_classification_dataset
+
+    command = "python -m examples.text_classification.train " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    keras.utils.set_random_seed(args.seed)
+    started = time.time()
+    (train_texts, train_labels), validation, reported = load_texts(args)
+    print(
+        f"data: {args.dataset}, {len(train_texts)} training texts, {len(validation[0])} held "
+        f"out for early stopping, {len(reported[0])} in {EVAL_SPLIT[args.dataset]}"
+    )
+
+    pretrained = None
+    if args.init_from:
+        bundle = load_pretrained_encoder(args.init_from)
+        tokenizer, pretrained = bundle.tokenizer, bundle.model
+        print(f"tokenizer: the pretrained one, {tokenizer.vocabulary_size} pieces")
+    else:
+        tokenizer = SubwordTokenizer.train(
+            train_texts, vocabulary_size=args.vocabulary_size, mask_token=True
+        )
+        print(
+            f"tokenizer: SentencePiece BPE on the training texts, "
+            f"{tokenizer.vocabulary_size} pieces"
+        )
+    model = make_model(args, tokenizer, pretrained)
+
+    def dataset(texts, labels, training):
+        return make_classification_dataset(
+            texts,
+            labels,
+            tokenizer,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            num_classes=len(LABELS),
+            shuffle=training,
+            seed=args.seed,
+        )
+
+    # Counting the batches once tells Keras the epoch's length: its progress bar gets a
+    # total, and it no longer takes the end of the first epoch for running out of data.
+    train_data = dataset(train_texts, train_labels, training=True)
+    steps_per_epoch = sum(1 for _ in train_data)
+    train_data = train_data.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+    val_data = dataset(*validation, training=False)
+    val_data = val_data.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in val_data)))
+    model.compile(
+        optimizer=fine_tuning_optimizer(
+            args.learning_rate, total_steps=steps_per_epoch * args.epochs
+        ),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    os.makedirs(args.output_dir, exist_ok=True)
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
+        keras.callbacks.EarlyStopping(
+            monitor="val_accuracy", patience=args.patience, restore_best_weights=True
+        ),
+    ]
+    history = model.fit(
+        train_data,
+        validation_data=val_data,
+        epochs=args.epochs,
+        callbacks=callbacks,
+        verbose=1 if sys.stdout.isatty() else 2,
+        shuffle=False,  # the dataset shuffles itself; Keras cannot shuffle a tf.data.Dataset
+    )
+    training_seconds = time.time() - started
+
+    reported_data = dataset(*reported, training=False)
+    predictions, labels, _ = classify(model, reported_data)
+    scores = {EVAL_SPLIT[args.dataset]: scores_for(predictions, labels)}
+    val_predictions, val_labels, _ = classify(model, val_data)
+    scores["validation"] = scores_for(val_predictions, val_labels)
+    for split, values in scores.items():
+        print(
+            f"{split}: accuracy {values['accuracy']:.4f}, F1 {values['f1']:.4f} "
+            f"({values['count']} texts)"
+        )
+    print(f"trained in {training_seconds / 60:.1f} min ({len(history.epoch)} epochs)")
+
+    from examples.text_classification.pictures import (
+        save_attention_picture,
+        save_training_curves,
+    )
+
+    save_training_curves(history.history, os.path.join(args.output_dir, "training_curves.png"))
+    sample = min(reported[0][:50], key=len) if args.dataset == "imdb" else reported[0][0]
+    save_attention_picture(
+        model, tokenizer, sample, os.path.join(args.output_dir, "attention.png"), args.max_length
+    )
+    metadata = {
+        "task": "classification",
+        "labels": list(LABELS),
+        "max_length": args.max_length,
+        "data_set": args.dataset,
+        "train_texts": len(train_texts),
+        "scores": scores,
+        "epochs_run": len(history.epoch),
+        "history": {k: [round(float(v), 5) for v in vs] for k, vs in history.history.items()},
+        "init_from": args.init_from,
+        "command": command,
+        "training_minutes": round(training_seconds / 60, 1),
+    }
+    directory = save_pretrained(model, os.path.join(args.output_dir, "model"), tokenizer, metadata)
+    print(f"saved model, tokenizer and scores to {directory}")
+    print(
+        "  predict: python -m examples.text_classification.predict "
+        f'--model {directory} "a gorgeous, witty film"'
+    )
+    if keras.backend.backend() == "tensorflow":
+        serving = export_serving(
+            model, tokenizer, os.path.join(args.output_dir, "serving"), max_length=args.max_length
+        )
+        print(f"exported a SavedModel (strings in, label and probabilities out) to {serving}")
+    print(f"total time {(time.time() - started) / 60:.1f} min")
+    print(json.dumps({"scores": scores}))
+    return scores
+
+
+if __name__ == "__main__":
+    main()

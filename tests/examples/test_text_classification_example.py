@@ -1,0 +1,207 @@
+"""The classification example end to end on small subsets: pretrain, train, predict, errors."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from examples.text_classification import predict, pretrain, train
+from examples.text_classification.data import load_sst2
+from keras_transformer.models import MaskedLM, TransformerClassifier
+from keras_transformer.saving import load_pretrained
+from tests.saved_model_loader import classify_in_fresh_process
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMALL = ["--vocabulary-size", "600", "--max-length", "48", "--precision", "float32"]
+
+
+def run_cli(module, *args, stdin=None):
+    """Runs `python -m examples.text_classification.<module>` and returns the process."""
+    return subprocess.run(
+        [sys.executable, "-m", f"examples.text_classification.{module}", *args],
+        cwd=REPO,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+
+
+def assert_one_line_error(process, *fragments):
+    assert process.returncode == 2, process.stderr[-2000:]
+    lines = [line for line in process.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, process.stderr[-2000:]
+    assert "Traceback" not in process.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """SST-2 from scratch on 12,000 training phrases, 3 epochs (~30 s)."""
+    output = tmp_path_factory.mktemp("sst2")
+    argv = ["--quick", "--train-limit", "12000", "--epochs", "3", "--output-dir", str(output)]
+    scores = train.main(argv + SMALL)
+    return output, scores
+
+
+def test_quick_path_learns_well_above_chance(trained):
+    output, scores = trained
+    # SST-2 dev is balanced (444 / 428): chance is ~51%.
+    assert scores["dev"]["count"] == 872
+    assert scores["dev"]["accuracy"] > 0.68
+    assert 0.6 < scores["dev"]["f1"] <= 1.0
+    for name in ("training_curves.png", "attention.png", "model/metadata.json"):
+        assert (output / name).is_file(), name
+    assert not (output / "backup").exists()  # BackupAndRestore removes it after a full run
+
+
+def test_saved_classifier_scores_and_predicts_identically(trained):
+    output, scores = trained
+    bundle = load_pretrained(output / "model")
+    assert isinstance(bundle.model, TransformerClassifier)
+    assert bundle.metadata["scores"] == scores
+    assert bundle.metadata["labels"] == ["negative", "positive"]
+    texts, labels = load_sst2("dev")
+    results = predict.predict(bundle, texts)
+    predicted = np.array([["negative", "positive"].index(label) for label, _ in results])
+    assert round(float(np.mean(predicted == labels)), 4) == scores["dev"]["accuracy"]
+    assert all(0.5 <= probability <= 1.0 for _, probability in results)
+
+
+def test_predict_command_reads_arguments_files_and_stdin(trained, tmp_path):
+    model = str(trained[0] / "model")
+    texts = ["a gorgeous , witty , seductive movie .", "a dull , lifeless mess ."]
+    by_arguments = run_cli("predict", "--model", model, *texts)
+    assert by_arguments.returncode == 0, by_arguments.stderr[-2000:]
+    lines = by_arguments.stdout.splitlines()
+    assert [line.split("\t")[2] for line in lines] == texts
+    assert lines[0].split("\t")[0] == "positive" and lines[1].split("\t")[0] == "negative"
+    assert all(0.5 <= float(line.split("\t")[1]) <= 1 for line in lines)
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(texts) + "\n\n", encoding="utf-8")
+    assert run_cli("predict", "--model", model, "--file", str(path)).stdout.splitlines() == lines
+    stdin = "\n".join(texts) + "\n"
+    assert run_cli("predict", "--model", model, stdin=stdin).stdout.splitlines() == lines
+
+
+def test_predict_command_rejects_bad_input_in_one_line(trained, tmp_path):
+    output = trained[0]
+    model = str(output / "model")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n", encoding="utf-8")
+    assert_one_line_error(
+        run_cli("predict", "--model", model, "--file", str(empty)), "no text to classify"
+    )
+    assert_one_line_error(
+        run_cli("predict", "--model", model, "--file", str(tmp_path / "missing.txt")),
+        "does not exist",
+    )
+    assert_one_line_error(
+        run_cli("predict", "--model", str(output), "a film"), "run folder", "model"
+    )
+    assert_one_line_error(
+        run_cli("predict", "--model", str(output / "serving"), "a film"), "SavedModel"
+    )
+    assert_one_line_error(
+        run_cli("predict", "--model", str(tmp_path / "nothing"), "a film"), "nothing"
+    )
+    usage = run_cli("predict", "--model", model, "--batch-size", "0", "a film")
+    assert usage.returncode == 2 and "--batch-size must be a positive integer" in usage.stderr
+
+
+def test_train_command_validates_flags_before_writing(tmp_path):
+    output = tmp_path / "run"
+    for flags, message in (
+        (["--epochs", "0"], "--epochs must be a positive integer"),
+        (["--dropout", "1.5"], "--dropout must be in [0, 1)"),
+        (["--max-length", "2"], "--max-length must be at least 3"),
+        (["--dataset", "imdb"], "--data-dir is required for IMDB"),
+        (["--quick", "--dataset", "imdb"], "--quick runs on SST-2"),
+        (["--init-from", str(tmp_path / "none")], "--init-from: no directory"),
+    ):
+        process = run_cli("train", *flags, "--output-dir", str(output))
+        assert process.returncode == 2, (flags, process.stderr[-1000:])
+        assert message in process.stderr, (flags, process.stderr[-1000:])
+    wrong = run_cli(
+        "train", "--dataset", "imdb", "--data-dir", str(tmp_path), "--output-dir", str(output)
+    )
+    assert_one_line_error(wrong, str(tmp_path))
+    assert not output.exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_sst2(tmp_path_factory):
+    """A 600-phrase SST-2 copy in the shared layout."""
+    directory = tmp_path_factory.mktemp("sst2_small")
+    texts, labels = load_sst2("train")
+    rows = ["sentence\tlabel"] + [f"{t} \t{y}" for t, y in zip(texts[:600], labels[:600])]
+    (directory / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    dev_texts, dev_labels = load_sst2("dev")
+    rows = ["sentence\tlabel"] + [f"{t} \t{y}" for t, y in zip(dev_texts, dev_labels)]
+    (directory / "dev.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return directory
+
+
+def test_pretrain_then_fine_tune_reuses_the_encoder(tiny_sst2, tmp_path):
+    pretrained_dir = tmp_path / "pretrain"
+    metadata = pretrain.main(
+        ["--quick", "--sst2-dir", str(tiny_sst2), "--output-dir", str(pretrained_dir)] + SMALL
+    )
+    assert metadata["texts"] == {"sst2_train": 600, "imdb_train": 0}
+    assert 0 <= metadata["masked_accuracy"] <= 1
+    bundle = load_pretrained(pretrained_dir / "model")
+    assert isinstance(bundle.model, MaskedLM) and bundle.tokenizer.mask_id == 4
+    tuned_dir = tmp_path / "tuned"
+    train.main(
+        [
+            "--quick",
+            "--data-dir",
+            str(tiny_sst2),
+            "--epochs",
+            "1",
+            "--init-from",
+            str(pretrained_dir / "model"),
+            "--output-dir",
+            str(tuned_dir),
+        ]  # fmt: skip
+        + SMALL
+    )
+    tuned = load_pretrained(tuned_dir / "model")
+    assert tuned.metadata["init_from"] == str(pretrained_dir / "model")
+    assert tuned.tokenizer.model_proto == bundle.tokenizer.model_proto
+    assert tuned.model.encoder_config() == bundle.model.encoder_config()
+    # A masked LM is not a classifier: predict says so in one line.
+    assert_one_line_error(
+        run_cli("predict", "--model", str(pretrained_dir / "model"), "a film"),
+        "MaskedLM",
+        "not a classifier",
+    )
+    # And a classifier is not a pretrained encoder for --init-from.
+    assert_one_line_error(
+        run_cli(
+            "train",
+            "--quick",
+            "--init-from",
+            str(tuned_dir / "model"),
+            "--output-dir",
+            str(tmp_path / "again"),
+        ),  # fmt: skip
+        "not a masked LM",
+    )
+    assert not (tmp_path / "again").exists()
+
+
+def test_serving_export_classifies_like_the_predict_command(trained):
+    output = trained[0]
+    bundle = load_pretrained(output / "model")
+    texts = ["a gorgeous , witty , seductive movie .", "a dull , lifeless mess .", "x " * 200]
+    expected = predict.predict(bundle, texts)
+    served = classify_in_fresh_process(output / "serving", texts)
+    assert not served["imported_keras_transformer"]
+    assert [["negative", "positive"][i] for i in served["label"]] == [e[0] for e in expected]
+    probabilities = [max(row) for row in served["probabilities"]]
+    np.testing.assert_allclose(probabilities, [p for _, p in expected], atol=1e-5)
