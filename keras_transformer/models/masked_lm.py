@@ -137,4 +137,4 @@ class MaskedLM(EncoderModelBase):
             hidden = ops.take_along_axis(hidden, positions, axis=1)
         hidden = self.head_layer_norm(self.head_dense(hidden))
         logits = self.embedding.attend(hidden)
-        return self.float32_logits(logits) + self.output_bias
+        return self.float32_logits(logits) + ops.cast(self.output_bias, "float32")

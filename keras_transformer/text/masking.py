@@ -72,8 +72,8 @@ def mask_tokens(
     random. Of the chosen, `mask_token_rate` (80%) become `mask_id`,
     `random_token_rate` (10%) a random id, and the rest (10%) stay as they
     are; the model must predict the original token at every chosen
-    position. `special_ids` (padding, start, end) and `mask_id` are never
-    chosen, and random ids are never one of them. It is made of TensorFlow
+    position. `special_ids` (padding, start, end), `pad_id` and `mask_id`
+    are never chosen, and random ids are never one of them. It is made of TensorFlow
     ops, so it runs inside `tf.data.Dataset.map`.
 
     Args:
@@ -119,7 +119,17 @@ def mask_tokens(
     _check_arguments(
         mask_id, vocabulary_size, mask_rate, mask_token_rate, random_token_rate, max_predictions
     )
-    excluded = sorted({int(i) for i in special_ids} | {mask_id})
+    for special_id in special_ids:
+        if isinstance(special_id, bool) or not isinstance(special_id, int):
+            raise ValueError(
+                f"`special_ids` must hold int ids. Received: special_ids={special_ids!r}."
+            )
+        if not 0 <= special_id < vocabulary_size:
+            raise ValueError(
+                f"`special_ids` must lie in [0, vocabulary_size={vocabulary_size}). "
+                f"Received: special_ids={special_ids!r}."
+            )
+    excluded = sorted(set(special_ids) | {mask_id, pad_id})
     if len(excluded) >= vocabulary_size:
         raise ValueError(
             f"`special_ids` and `mask_id` ({excluded}) leave no regular id in a vocabulary "

@@ -1,11 +1,16 @@
-"""Tiny instances of the three models, with matching inputs, labels, loss and metric."""
+"""Tiny instances of the four models, with matching inputs, labels, loss and metric."""
 
 import dataclasses
 
 import keras
 import numpy as np
 
-from keras_transformer.models import Seq2SeqTransformer, TransformerClassifier, TransformerLM
+from keras_transformer.models import (
+    MaskedLM,
+    Seq2SeqTransformer,
+    TransformerClassifier,
+    TransformerLM,
+)
 from keras_transformer.training import LabelSmoothedCrossEntropy, MaskedAccuracy
 
 VOCAB = 23
@@ -49,6 +54,10 @@ def make_lm(**kwargs):
     return TransformerLM(VOCAB, num_layers=1, **SIZES, **kwargs)
 
 
+def make_masked_lm(**kwargs):
+    return MaskedLM(VOCAB, num_layers=1, **SIZES, **kwargs)
+
+
 def seq2seq_data(rng, batch=8, pad_id=0):
     x = {
         "encoder_token_ids": token_ids(rng, (batch, SOURCE_LENGTH), pad_id),
@@ -68,6 +77,23 @@ def classifier_data(rng, batch=8, pad_id=0):
 def lm_data(rng, batch=8, pad_id=0):
     ids = token_ids(rng, (batch, TARGET_LENGTH + 1), pad_id)
     return {"token_ids": ids[:, :-1]}, ids[:, 1:]
+
+
+def masked_lm_data(rng, batch=8, pad_id=0, num_predictions=2):
+    """Token ids with `num_predictions` ascending positions per row, labelled with their tokens.
+
+    Every other row uses one slot only: the unused one points at position 0 with label
+    `pad_id`, as `mask_tokens` makes them, which exercises the loss's mask.
+    """
+    ids = token_ids(rng, (batch, SOURCE_LENGTH), pad_id)
+    positions = np.sort(
+        np.stack([rng.choice(SOURCE_LENGTH, num_predictions, replace=False) for _ in range(batch)]),
+        axis=1,
+    ).astype("int32")
+    labels = np.take_along_axis(ids, positions, axis=1)
+    positions[1::2, 1:] = 0
+    labels[1::2, 1:] = pad_id
+    return {"token_ids": ids, "mask_positions": positions}, labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +119,7 @@ CASES = [
     ModelCase("seq2seq", make_seq2seq, seq2seq_data, True),
     ModelCase("classifier", make_classifier, classifier_data, False),
     ModelCase("lm", make_lm, lm_data, True),
+    ModelCase("masked_lm", make_masked_lm, masked_lm_data, True),
 ]
 
 
