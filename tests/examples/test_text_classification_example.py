@@ -133,6 +133,27 @@ def test_train_command_validates_flags_before_writing(tmp_path):
     assert not output.exists()
 
 
+def test_train_command_rejects_bad_data_in_one_line(tmp_path):
+    output = tmp_path / "run"
+    bad_label = tmp_path / "bad_label"
+    bad_label.mkdir()
+    (bad_label / "train.tsv").write_text("sentence\tlabel\na fine film \t1\nugh \t2\n")
+    (bad_label / "dev.tsv").write_text("sentence\tlabel\nfine \t1\n")
+    assert_one_line_error(
+        run_cli("train", "--data-dir", str(bad_label), "--output-dir", str(output)),
+        "train.tsv",
+        "line 3",
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "train.tsv").write_text("")
+    (empty / "dev.tsv").write_text("sentence\tlabel\nfine \t1\n")
+    assert_one_line_error(
+        run_cli("train", "--data-dir", str(empty), "--output-dir", str(output)), "train.tsv"
+    )
+    assert not output.exists()
+
+
 @pytest.fixture(scope="module")
 def tiny_sst2(tmp_path_factory):
     """A 600-phrase SST-2 copy in the shared layout."""
