@@ -4,8 +4,9 @@ From scratch, a SentencePiece vocabulary is learned on the training texts and a
 `TransformerClassifier` trained on them; with `--init-from DIR` (a masked LM saved
 by `examples.text_classification.pretrain`) its tokenizer and encoder are reused
 and fine-tuned (`TransformerClassifier.from_encoder`). A slice of the training set
-is held out for early stopping, so the reported set (SST-2 dev, IMDB test) is
-looked at once, at the end. Prints accuracy and F1, saves the model, tokenizer and
+is held out for early stopping (for SST-2, long phrases whose overlapping phrases
+are dropped from training), so the reported set (SST-2 dev, IMDB test) is looked
+at once, at the end. Prints accuracy and F1, saves the model, tokenizer and
 scores with `save_pretrained` (`<output-dir>/model`, for
 `examples.text_classification.predict`), a SavedModel with `export_serving`
 (`<output-dir>/serving`: strings in, label and probabilities out), training
@@ -118,7 +119,8 @@ def parse_args(argv):
         "--validation-fraction",
         type=float,
         default=0.05,
-        help="share of the training set held out for early stopping",
+        help="IMDB: share of the training set held out for early stopping (SST-2 holds out "
+        "1,000 long phrases and drops the training phrases overlapping them)",
     )
     parser.add_argument("--train-limit", type=int, default=None, help="use N training texts")
     add_common_flags(parser)
@@ -170,9 +172,13 @@ def load_texts(args):
         reported = ([data.clean_imdb_text(t) for t in reported[0]], reported[1])
     if args.train_limit:
         train = (train[0][: args.train_limit], train[1][: args.train_limit])
-    train, validation = data.train_validation_split(
-        *train, validation_fraction=args.validation_fraction, seed=args.seed
-    )
+    if args.dataset == "sst2":
+        # Random phrases would leave their own sub-phrases in training (see the function).
+        train, validation = data.sst2_sentence_holdout(*train, seed=args.seed)
+    else:
+        train, validation = data.train_validation_split(
+            *train, validation_fraction=args.validation_fraction, seed=args.seed
+        )
     return train, validation, reported
 
 

@@ -10,6 +10,7 @@ import tarfile
 import numpy as np
 import pytest
 
+from examples.text_classification import data
 from examples.text_classification.data import (
     DEFAULT_SST2_DIR,
     IMDB_SPLITS,
@@ -495,3 +496,23 @@ def test_download_bad_flags(tmp_path):
     result = _run_download("--url", "file:///nowhere")
     assert result.returncode == 2 and "--output-dir" in result.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_sst2_sentence_holdout_leaves_no_overlapping_phrase():
+    texts, labels = data.load_sst2("train")
+    (train_x, train_y), (val_x, val_y) = data.sst2_sentence_holdout(texts, labels, seed=3)
+    assert len(val_x) == 1000 and min(len(t.split()) for t in val_x) >= 12
+    assert 0.4 < float(np.mean(val_y)) < 0.65
+    # Every phrase is in exactly one part, or dropped for overlapping a held-out one.
+    assert len(train_x) + len(val_x) < len(texts)
+    assert not set(train_x) & set(val_x)
+    held = [f" {t} " for t in val_x[:200]]
+    long_train = [f" {t} " for t in train_x if len(t.split()) >= 4]
+    assert not [t for t in long_train for h in held if t in h or h in t]
+    label_of = dict(zip(texts, labels.tolist()))
+    assert [label_of[t] for t in val_x[:50]] == val_y[:50].tolist()
+    again = data.sst2_sentence_holdout(texts, labels, seed=3)
+    assert again[1][0] == val_x and again[0][0] == train_x
+    assert data.sst2_sentence_holdout(texts, labels, seed=4)[1][0] != val_x
+    with pytest.raises(ValueError, match="Only 0 phrases have 1000 words or more"):
+        data.sst2_sentence_holdout(texts, labels, min_words=1000)
