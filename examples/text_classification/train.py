@@ -119,8 +119,8 @@ def parse_args(argv):
         "--validation-fraction",
         type=float,
         default=0.05,
-        help="IMDB: share of the training set held out for early stopping (SST-2 holds out "
-        "1,000 long phrases and drops the training phrases overlapping them)",
+        help="share of the training set held out for early stopping (SST-2: at most 1,000 "
+        "long phrases, and the training phrases overlapping them are dropped)",
     )
     parser.add_argument("--train-limit", type=int, default=None, help="use N training texts")
     add_common_flags(parser)
@@ -174,7 +174,8 @@ def load_texts(args):
         train = (train[0][: args.train_limit], train[1][: args.train_limit])
     if args.dataset == "sst2":
         # Random phrases would leave their own sub-phrases in training (see the function).
-        train, validation = data.sst2_sentence_holdout(*train, seed=args.seed)
+        count = min(1000, round(args.validation_fraction * len(train[0])))
+        train, validation = data.sst2_sentence_holdout(*train, count=max(1, count), seed=args.seed)
     else:
         train, validation = data.train_validation_split(
             *train, validation_fraction=args.validation_fraction, seed=args.seed

@@ -79,7 +79,8 @@ def test_predict_command_reads_arguments_files_and_stdin(trained, tmp_path):
     assert by_arguments.returncode == 0, by_arguments.stderr[-2000:]
     lines = by_arguments.stdout.splitlines()
     assert [line.split("\t")[2] for line in lines] == texts
-    assert lines[0].split("\t")[0] == "positive" and lines[1].split("\t")[0] == "negative"
+    expected = predict.predict(load_pretrained(model), texts)
+    assert [line.split("\t")[:2] for line in lines] == [[a, f"{b:.4f}"] for a, b in expected]
     assert all(0.5 <= float(line.split("\t")[1]) <= 1 for line in lines)
     path = tmp_path / "texts.txt"
     path.write_text("\n".join(texts) + "\n\n", encoding="utf-8")
