@@ -1,5 +1,6 @@
 """What the example's command-line tools share: common flags, range checks, one-line errors."""
 
+import argparse
 import sys
 import traceback
 
@@ -13,6 +14,38 @@ def add_common_flags(parser):
     )
     parser.add_argument("--seed", type=int, default=0, help="data order, masks and weights")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+
+MODEL_SIZES = ("num_layers", "hidden_dim", "num_heads", "intermediate_dim")
+
+
+def add_model_flags(parser):
+    """The model's size: a preset of `keras_transformer.models.build` and its overrides."""
+    parser.add_argument("--preset", default=None, choices=["tiny", "small", "base", "big"])
+    for name in MODEL_SIZES:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=None)
+    parser.add_argument(
+        "--norm-first",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pre-norm blocks (post-norm, the paper's and BERT's, with --no-norm-first)",
+    )
+
+
+def model_overrides(parser, args):
+    """The `build` overrides named by the flags, each range-checked."""
+    overrides = {"dropout": args.dropout, "norm_first": args.norm_first}
+    for name in MODEL_SIZES:
+        if getattr(args, name) is not None:
+            check_positive(parser, name, getattr(args, name))
+            overrides[name] = getattr(args, name)
+    return overrides
+
+
+def command_line(module, argv):
+    """The command as typed, for the metadata of a saved model."""
+    arguments = sys.argv[1:] if argv is None else argv
+    return f"python -m examples.text_classification.{module} " + " ".join(arguments)
 
 
 def check_positive(parser, name, value):

@@ -20,7 +20,15 @@ import keras
 
 import keras_transformer as kt
 from examples.text_classification import data
-from examples.text_classification.cli import add_common_flags, check_positive, check_rate, fail
+from examples.text_classification.cli import (
+    add_common_flags,
+    add_model_flags,
+    check_positive,
+    check_rate,
+    command_line,
+    fail,
+    model_overrides,
+)
 from examples.text_classification.schedule import fine_tuning_optimizer
 
 QUICK = dict(
@@ -67,17 +75,6 @@ def parse_args(argv):
     parser.add_argument("--imdb-dir", default=None, help="IMDB folder (train.jsonl.gz is used)")
     parser.add_argument("--sst2-dir", default=None, help="defaults to the copy in the repository")
     parser.add_argument("--output-dir", default=None, help="defaults to runs/pretrain[-quick]")
-    parser.add_argument("--preset", default=None, choices=["tiny", "small", "base", "big"])
-    parser.add_argument("--num-layers", type=int, default=None)
-    parser.add_argument("--hidden-dim", type=int, default=None)
-    parser.add_argument("--num-heads", type=int, default=None)
-    parser.add_argument("--intermediate-dim", type=int, default=None)
-    parser.add_argument(
-        "--norm-first",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="pre-norm blocks (post-norm, the paper's and BERT's, with --no-norm-first)",
-    )
     parser.add_argument("--vocabulary-size", type=int, default=None)
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=None)
@@ -87,6 +84,7 @@ def parse_args(argv):
     parser.add_argument("--mask-rate", type=float, default=0.15)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--imdb-limit", type=int, default=None, help="use N IMDB reviews")
+    add_model_flags(parser)
     add_common_flags(parser)
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else FULL
@@ -95,9 +93,6 @@ def parse_args(argv):
             setattr(args, key, value)
     for name in ("vocabulary_size", "max_length", "batch_size", "epochs"):
         check_positive(parser, name, getattr(args, name))
-    for name in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim"):
-        if getattr(args, name) is not None:
-            check_positive(parser, name, getattr(args, name))
     if args.max_length < 3:
         parser.error(f"--max-length must be at least 3; got {args.max_length}")
     if args.minutes is not None and not args.minutes > 0:
@@ -107,6 +102,7 @@ def parse_args(argv):
     if not 0 < args.mask_rate < 1:
         parser.error(f"--mask-rate must be in (0, 1); got {args.mask_rate}")
     check_rate(parser, "dropout", args.dropout)
+    args.overrides = model_overrides(parser, args)
     if args.imdb_limit is not None and args.imdb_limit < 0:
         parser.error(f"--imdb-limit must be 0 or more; got {args.imdb_limit}")
     if not args.quick and args.imdb_dir is None:
@@ -142,25 +138,19 @@ def run(args, argv):
     from keras_transformer.saving import save_pretrained
     from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
 
-    command = "python -m examples.text_classification.pretrain " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = command_line("pretrain", argv)
     keras.utils.set_random_seed(args.seed)
     started = time.time()
     texts, count = training_texts(args)
     print(f"data: {count['sst2_train']} SST-2 train sentences, {count['imdb_train']} IMDB reviews")
     tokenizer = SubwordTokenizer.train(texts, vocabulary_size=args.vocabulary_size, mask_token=True)
     print(f"tokenizer: SentencePiece BPE with <mask>, {tokenizer.vocabulary_size} pieces")
-    overrides = {"dropout": args.dropout}
-    for name in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim", "norm_first"):
-        if getattr(args, name) is not None:
-            overrides[name] = getattr(args, name)
     model = kt.models.build(
         "masked_lm",
         preset=args.preset,
         precision=args.precision,
         vocabulary_size=tokenizer.vocabulary_size,
-        **overrides,
+        **args.overrides,
     )
     train_data = make_masked_lm_dataset(
         texts,

@@ -31,9 +31,12 @@ import keras_transformer as kt
 from examples.text_classification import data
 from examples.text_classification.cli import (
     add_common_flags,
+    add_model_flags,
     check_positive,
     check_rate,
+    command_line,
     fail,
+    model_overrides,
 )
 from examples.text_classification.evaluation import classify, scores_for
 from examples.text_classification.schedule import fine_tuning_optimizer
@@ -96,23 +99,12 @@ def parse_args(argv):
         "--init-from", default=None, help="a masked LM saved by ...text_classification.pretrain"
     )
     parser.add_argument("--output-dir", default=None, help="defaults to runs/<dataset>[-...]")
-    parser.add_argument("--preset", default=None, choices=["tiny", "small", "base", "big"])
     parser.add_argument("--vocabulary-size", type=int, default=None)
     parser.add_argument("--max-length", type=int, default=None, help="ids per text, cut beyond")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--learning-rate", type=float, default=None, help="peak, after warmup")
     parser.add_argument("--dropout", type=float, default=None)
-    parser.add_argument("--num-layers", type=int, default=None)
-    parser.add_argument("--hidden-dim", type=int, default=None)
-    parser.add_argument("--num-heads", type=int, default=None)
-    parser.add_argument("--intermediate-dim", type=int, default=None)
-    parser.add_argument(
-        "--norm-first",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="pre-norm blocks (post-norm, the paper's and BERT's, with --no-norm-first)",
-    )
     parser.add_argument("--pooling", choices=["mean", "cls"], default="mean")
     parser.add_argument(
         "--patience", type=int, default=None, help="epochs without a better val accuracy"
@@ -125,6 +117,7 @@ def parse_args(argv):
         "long phrases, and the training phrases overlapping them are dropped)",
     )
     parser.add_argument("--train-limit", type=int, default=None, help="use N training texts")
+    add_model_flags(parser)
     add_common_flags(parser)
     args = parser.parse_args(argv)
     if args.quick and args.dataset not in (None, "sst2"):
@@ -136,9 +129,8 @@ def parse_args(argv):
             setattr(args, key, value)
     for name in ("vocabulary_size", "max_length", "batch_size", "epochs", "patience"):
         check_positive(parser, name, getattr(args, name))
-    for name in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim", "train_limit"):
-        if getattr(args, name) is not None:
-            check_positive(parser, name, getattr(args, name))
+    if args.train_limit is not None:
+        check_positive(parser, "train_limit", args.train_limit)
     if args.max_length < 3:
         parser.error(
             f"--max-length must be at least 3 (start, one piece, end); got {args.max_length}"
@@ -146,6 +138,7 @@ def parse_args(argv):
     if not args.learning_rate > 0:
         parser.error(f"--learning-rate must be positive; got {args.learning_rate}")
     check_rate(parser, "dropout", args.dropout)
+    args.overrides = model_overrides(parser, args)
     if not 0 < args.validation_fraction < 1:
         parser.error(f"--validation-fraction must be in (0, 1); got {args.validation_fraction}")
     if args.dataset == "imdb" and args.data_dir is None:
@@ -198,10 +191,7 @@ def make_model(args, tokenizer, pretrained):
             f"with the new head), {model.dtype_policy.name}"
         )
         return model
-    overrides = {"dropout": args.dropout, "pooling": args.pooling}
-    for name in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim", "norm_first"):
-        if getattr(args, name) is not None:
-            overrides[name] = getattr(args, name)
+    overrides = {**args.overrides, "pooling": args.pooling}
     model = kt.models.build(
         "classification",
         preset=args.preset,
@@ -242,9 +232,7 @@ def run(args, argv):
     from keras_transformer.saving import export_serving, save_pretrained
     from keras_transformer.text import SubwordTokenizer, make_classification_dataset
 
-    command = "python -m examples.text_classification.train " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = command_line("train", argv)
     keras.utils.set_random_seed(args.seed)
     started = time.time()
     (train_texts, train_labels), validation, reported = load_texts(args)
