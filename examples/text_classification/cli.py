@@ -58,6 +58,15 @@ def check_rate(parser, name, value):
         parser.error(f"--{name.replace('_', '-')} must be in [0, 1); got {value}")
 
 
+def run_command(parse_args, run, argv):
+    """Parses `argv` (default: the command line) and runs it; a user error ends it in one line."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args, argv)
+    except (ValueError, OSError) as error:
+        fail(error, args.debug)
+
+
 def fail(error, debug):
     """Ends the program on a user error: one line on stderr and exit status 2."""
     if debug:

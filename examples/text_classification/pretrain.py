@@ -26,8 +26,8 @@ from examples.text_classification.cli import (
     check_positive,
     check_rate,
     command_line,
-    fail,
     model_overrides,
+    run_command,
 )
 from examples.text_classification.schedule import fine_tuning_optimizer
 
@@ -125,11 +125,7 @@ def training_texts(args):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return run(args, argv)
-    except (ValueError, OSError) as error:
-        fail(error, args.debug)
+    return run_command(parse_args, run, argv)
 
 
 def run(args, argv):

@@ -35,8 +35,8 @@ from examples.text_classification.cli import (
     check_positive,
     check_rate,
     command_line,
-    fail,
     model_overrides,
+    run_command,
 )
 from examples.text_classification.evaluation import classify, scores_for
 from examples.text_classification.schedule import fine_tuning_optimizer
@@ -219,11 +219,7 @@ def load_pretrained_encoder(path):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return run(args, argv)
-    except (ValueError, OSError) as error:
-        fail(error, args.debug)
+    return run_command(parse_args, run, argv)
 
 
 def run(args, argv):
