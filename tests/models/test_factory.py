@@ -165,27 +165,62 @@ def transformer_parameter_count(preset, vocabulary_size):
     return vocabulary_size * d + n * (encoder_block + decoder_block)
 
 
-def test_base_preset_has_65m_parameters(device):
+@pytest.mark.parametrize("preset, table_3", [("base", 65e6), ("big", 213e6)])
+def test_paper_presets_build_table_3_models_by_default(preset, table_3):
+    # One vocabulary, no `share_embeddings`: the paper's shared source/target/output matrix.
     model = kt.models.build(
         "translation",
-        preset="base",
+        preset=preset,
         precision="float32",
         compile=False,
         source_vocabulary_size=37000,
-        share_embeddings=True,
     )
-    assert (model.num_encoder_layers, model.num_decoder_layers, model.hidden_dim) == (6, 6, 512)
-    assert (model.intermediate_dim, model.num_heads, model.dropout) == (2048, 8, 0.1)
-    # Table 3 says 65M; this count is 63.1M (the paper rounds, and its tokenizer differs).
-    assert model.build_info["num_params"] == model.count_params()
-    assert abs(model.count_params() - 65e6) / 65e6 < 0.04, model.count_params()
-    assert model.count_params() == transformer_parameter_count(PRESETS["base"], 37000)
+    assert model.share_embeddings and model.target_embedding is model.source_embedding
+    assert (model.num_encoder_layers, model.num_decoder_layers) == (6, 6)
+    # Table 3 rounds (base 63.1M -> 65M, big 214.2M -> 213M) and its tokenizer differs.
+    expected = {"base": 63_082_496, "big": 214_245_376}[preset]
+    assert model.count_params() == model.build_info["num_params"] == expected
+    assert expected == transformer_parameter_count(PRESETS[preset], 37000)
+    assert abs(expected - table_3) / table_3 < 0.03
 
 
-def test_big_preset_has_213m_parameters():
-    # Counted, not built (850 MB of float32 weights): the formula matches the built base model.
-    count = transformer_parameter_count(PRESETS["big"], 37000)
-    assert abs(count - 213e6) / 213e6 < 0.01, count
+def test_two_vocabularies_get_two_embeddings():
+    model = kt.models.build(
+        "translation",
+        preset="tiny",
+        compile=False,
+        source_vocabulary_size=100,
+        target_vocabulary_size=120,
+    )
+    assert not model.share_embeddings
+    assert model.target_embedding is not model.source_embedding
+    unshared = kt.models.build(
+        "translation",
+        preset="tiny",
+        compile=False,
+        source_vocabulary_size=100,
+        share_embeddings=False,
+    )
+    shared = kt.models.build(
+        "translation",
+        preset="tiny",
+        compile=False,
+        source_vocabulary_size=100,
+    )
+    assert unshared.count_params() - shared.count_params() == 100 * 128
+    with pytest.raises(
+        ValueError,
+        match=r"share_embeddings=True.*source_vocabulary_size=100.*"
+        r"target_vocabulary_size=120.*share_embeddings=False",
+    ):
+        kt.models.build(
+            "translation",
+            preset="tiny",
+            compile=False,
+            source_vocabulary_size=100,
+            target_vocabulary_size=120,
+            share_embeddings=True,
+        )
 
 
 @pytest.mark.parametrize(
