@@ -5,13 +5,11 @@ import datetime
 import json
 import os
 import pathlib
-import shutil
-import tempfile
-import uuid
 
 import h5py
 import keras
 
+from keras_transformer.saving.atomic import recover_directory, write_directory
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.version import __version__
 
@@ -43,9 +41,12 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
     The directory holds `config.json` (the model's Keras config), `model.weights.h5`,
     `tokenizer/` (the vocabulary files) and `metadata.json` (library and Keras
     versions, backend, date, plus your `metadata`, e.g. scores, data set and the
-    command that trained the model). Everything is written to a temporary sibling
-    directory first and renamed into place, so a failed save leaves any previous
-    save at `directory` intact.
+    command that trained the model). Everything is written to a staging sibling
+    directory first and renamed into place, so a failed or killed save leaves any
+    previous save at `directory` loadable and unchanged; the next save (or
+    `load_pretrained`) cleans up what a killed one left. Directories and files get
+    the modes `mkdir` and `open` give under the process umask (0755 and 0644 under
+    umask 022).
 
     Args:
         model: a `keras_transformer` model (or any registered Keras model).
@@ -79,49 +80,87 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
         "tokenizer_class": None if tokenizer is None else type(tokenizer).__name__,
         **(metadata or {}),
     }
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = pathlib.Path(
-        tempfile.mkdtemp(prefix=f".{directory.name}.saving-", dir=directory.parent)
-    )
-    try:
+
+    def write(staging):
         config = keras.saving.serialize_keras_object(model)
         (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2), encoding="utf-8")
         model.save_weights(staging / WEIGHTS_FILE)
         if tokenizer is not None:
             tokenizer.save(staging / TOKENIZER_DIR)
         (staging / METADATA_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
-        replace_directory(staging, directory)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return directory
+
+    return write_directory(directory, "saving", write)
 
 
-def replace_directory(staging, directory):
-    """Moves `staging` to `directory`; the old directory survives any failure."""
-    if not directory.exists():
-        os.rename(staging, directory)
-        return
-    retired = directory.parent / f".{directory.name}.old-{uuid.uuid4().hex}"
-    os.rename(directory, retired)
-    try:
-        os.rename(staging, directory)
-    except BaseException:
-        os.rename(retired, directory)
-        raise
-    shutil.rmtree(retired, ignore_errors=True)
+def _reason(error):
+    """`error` on one line, shortened: library messages can span lines and pages."""
+    text = " ".join(str(error).split())
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(error).__name__}: {text}"
 
 
-def _read_json(path):
+def _read_json_object(path):
     if not path.is_file():
         raise PretrainedDirectoryError(
             f"'{path.name}' is missing from '{path.parent}'. The directory is incomplete: "
             "save it again with `save_pretrained`."
         )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PretrainedDirectoryError(f"'{path}' is not valid JSON ({error}).") from error
+        raise PretrainedDirectoryError(f"'{path}' is not valid JSON ({_reason(error)}).") from error
+    if not isinstance(value, dict):
+        raise PretrainedDirectoryError(
+            f"'{path}' holds a JSON {type(value).__name__}, not an object (a mapping of names "
+            "to values): the file is damaged or was written by something else."
+        )
+    return value
+
+
+def _check_directory(directory):
+    """Says what `directory` is when it is not a `save_pretrained` directory."""
+    if not os.path.lexists(directory) and recover_directory(directory):
+        return  # A save killed between its two renames had retired it; it is back.
+    wanted = (
+        "`load_pretrained` wants a directory written by `save_pretrained` "
+        f"({CONFIG_FILE}, {WEIGHTS_FILE}, {METADATA_FILE})"
+    )
+    if not directory.exists():
+        raise PretrainedDirectoryError(
+            f"No pretrained directory at '{directory}': nothing exists at that path."
+        )
+    if not directory.is_dir():
+        if directory.suffix == ".keras":
+            what = (
+                "a Keras `.keras` archive: load it with `keras.saving.load_model`, "
+                "not `load_pretrained`"
+            )
+        elif directory.name in (CONFIG_FILE, WEIGHTS_FILE, METADATA_FILE):
+            what = f"one file of a saved model: pass the directory holding it, '{directory.parent}'"
+        else:
+            what = "not a directory"
+        raise PretrainedDirectoryError(f"'{directory}' is a file, {what}. {wanted}.")
+    if (directory / CONFIG_FILE).is_file():
+        return
+    if (directory / "saved_model.pb").is_file():
+        raise PretrainedDirectoryError(
+            f"'{directory}' is a TensorFlow SavedModel written by `export_serving`: load it "
+            "with `tf.saved_model.load` (after `import tensorflow_text`), or pass the "
+            "directory written by `save_pretrained` to `load_pretrained`."
+        )
+    if (directory / "model" / CONFIG_FILE).is_file():
+        raise PretrainedDirectoryError(
+            f"'{directory}' is a training run folder; the saved model is in "
+            f"'{directory / 'model'}': pass that."
+        )
+    if not any(directory.iterdir()):
+        raise PretrainedDirectoryError(f"'{directory}' is an empty directory. {wanted}.")
+    if not (directory / METADATA_FILE).exists() and not (directory / WEIGHTS_FILE).exists():
+        raise PretrainedDirectoryError(
+            f"'{directory}' is not a pretrained directory: it holds none of its files. {wanted}."
+        )
+    # Otherwise some files are there: the missing one is named when it is read.
 
 
 def _check_weight_shapes(model, path):
@@ -132,18 +171,52 @@ def _check_weight_shapes(model, path):
         if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/"):
             stored.append(tuple(item.shape))
 
-    with h5py.File(path, "r") as file:
-        file.visititems(visit)
+    try:
+        with h5py.File(path, "r") as file:
+            file.visititems(visit)
+    except Exception as error:
+        raise PretrainedDirectoryError(
+            f"'{path}' is not a readable weights file ({_reason(error)}). It "
+            "is truncated or corrupted: save the model again with `save_pretrained`."
+        ) from error
     expected = [tuple(weight.shape) for weight in model.weights]
     if sorted(stored) != sorted(expected):
-        raise ValueError(
-            f"it holds {len(stored)} arrays where the model has {len(expected)} weights, or "
-            "their shapes differ"
+        raise PretrainedDirectoryError(
+            f"'{path}' could not be loaded into the model of '{CONFIG_FILE}': it holds "
+            f"{len(stored)} arrays where the model has {len(expected)} weights, or their "
+            "shapes differ. The file belongs to another model."
+        )
+
+
+def _vocabulary_sizes(model):
+    """The number of ids each token embedding of `model` takes, by attribute name."""
+    names = ("vocabulary_size", "source_vocabulary_size", "target_vocabulary_size")
+    return {
+        name: getattr(model, name) for name in names if isinstance(getattr(model, name, None), int)
+    }
+
+
+def _check_tokenizer_fits(model, tokenizer, tokenizer_dir):
+    """A tokenizer of another model would feed ids the embeddings do not have, or waste some."""
+    sizes = _vocabulary_sizes(model)
+    wrong = {name: size for name, size in sizes.items() if size != tokenizer.vocabulary_size}
+    if wrong:
+        described = ", ".join(f"{name}={size}" for name, size in wrong.items())
+        raise PretrainedDirectoryError(
+            f"The tokenizer in '{tokenizer_dir}' has {tokenizer.vocabulary_size} ids but the "
+            f"model of '{CONFIG_FILE}' embeds {described}: the tokenizer belongs to another "
+            "model. Save the model with the tokenizer it was trained with."
         )
 
 
 def load_pretrained(directory):
     """Loads what `save_pretrained` wrote: needs only `keras_transformer`.
+
+    Given something else, it says what it found and what to pass instead: a training
+    run folder (pass its `model/`), an `export_serving` SavedModel (load it with
+    `tf.saved_model.load`), a `.keras` file (`keras.saving.load_model`), another file,
+    an empty directory or a missing path. If a save to `directory` was killed between
+    its two renames, the previous save it had set aside is put back first.
 
     Args:
         directory: str or path.
@@ -152,7 +225,11 @@ def load_pretrained(directory):
         A `Pretrained` with `.model`, `.tokenizer` (or `None`) and `.metadata`.
 
     Raises:
-        PretrainedDirectoryError: (a `ValueError`) naming the missing or bad file.
+        PretrainedDirectoryError: (a `ValueError`) with a one-line message naming the
+            path and the missing or bad file: a file that is not valid JSON or not a
+            JSON object, a config this library cannot build, weights that are truncated,
+            corrupted or of another model, a tokenizer that does not load or whose
+            vocabulary size differs from the model's.
 
     Example:
 
@@ -160,16 +237,15 @@ def load_pretrained(directory):
     >>> bundle.model.generate(...)
     """
     directory = pathlib.Path(directory)
-    if not directory.is_dir():
-        raise PretrainedDirectoryError(f"No pretrained directory at '{directory}'.")
-    metadata = _read_json(directory / METADATA_FILE)
-    config = _read_json(directory / CONFIG_FILE)
+    _check_directory(directory)
+    metadata = _read_json_object(directory / METADATA_FILE)
+    config = _read_json_object(directory / CONFIG_FILE)
     try:
         model = keras.saving.deserialize_keras_object(config)
     except Exception as error:
         model = error
     if not isinstance(model, keras.Model):
-        reason = f" ({type(model).__name__}: {model})" if isinstance(model, Exception) else ""
+        reason = f" ({_reason(model)})" if isinstance(model, Exception) else ""
         raise PretrainedDirectoryError(
             f"'{directory / CONFIG_FILE}' does not describe a model this library can build{reason}."
         )
@@ -179,13 +255,13 @@ def load_pretrained(directory):
             f"'{WEIGHTS_FILE}' is missing from '{directory}'. The directory is incomplete: "
             "save it again with `save_pretrained`."
         )
+    _check_weight_shapes(model, weights)
     try:
-        _check_weight_shapes(model, weights)
         model.load_weights(weights)
     except Exception as error:
         raise PretrainedDirectoryError(
             f"'{weights}' could not be loaded into the model of '{CONFIG_FILE}' "
-            f"({type(error).__name__}: {error}). The file is corrupted or belongs to "
+            f"({_reason(error)}). The file is corrupted or belongs to "
             "another model."
         ) from error
     tokenizer = None
@@ -201,6 +277,7 @@ def load_pretrained(directory):
         except Exception as error:
             raise PretrainedDirectoryError(
                 f"The tokenizer in '{directory / TOKENIZER_DIR}' could not be loaded "
-                f"({type(error).__name__}: {error})."
+                f"({_reason(error)})."
             ) from error
+        _check_tokenizer_fits(model, tokenizer, directory / TOKENIZER_DIR)
     return Pretrained(model=model, tokenizer=tokenizer, metadata=metadata)

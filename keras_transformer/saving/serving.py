@@ -6,16 +6,14 @@ and writes the SavedModel atomically.
 """
 
 import pathlib
-import shutil
-import tempfile
 
 import keras
 
 from keras_transformer.generation.decoding import GenerationOptions, check_positive_int
 from keras_transformer.generation.seq2seq import EXTRA_LENGTH, make_search_fn
 from keras_transformer.models.transformer_classifier import TransformerClassifier
+from keras_transformer.saving.atomic import write_directory
 from keras_transformer.saving.classifier_serving import make_classify_fn
-from keras_transformer.saving.pretrained import replace_directory
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import tokenize_source
 
@@ -74,9 +72,15 @@ def export_serving(
     translator.serve(tf.constant(["A man rides a bike."]))
     ```
 
-    An empty batch returns empty outputs. The export is written to a temporary
-    sibling directory and renamed into place, so a failed export leaves a
-    previous one intact.
+    An empty batch returns empty outputs, and an empty or whitespace-only sentence
+    translates to `""`. The input must be a 1-D `tf.string` tensor: another dtype is
+    refused when the function is called, another shape (e.g. 2-D) when it runs, by
+    the `EnsureShape` node `sentences_must_be_1d`.
+
+    The export is written to a staging sibling directory and renamed into place,
+    so a failed or killed export leaves a previous one loadable and unchanged; the
+    next export cleans up what a killed one left. Directories and files get the
+    modes `mkdir` and `open` give under the process umask.
 
     Arguments of the other model kind are refused with a `ValueError` (e.g.
     `beam_size` for a classifier), rather than ignored.
@@ -168,22 +172,20 @@ def _write_archive(directory, endpoint, tracked):
     archive = keras.export.ExportArchive()
     for resource in tracked:
         archive.track(resource)
+
+    def checked_endpoint(sentences):
+        # A signature call does not check its input's shape: without this, a 2-D batch
+        # would be flattened silently and a scalar would fail deep in the graph.
+        return endpoint(tf.ensure_shape(sentences, [None], name="sentences_must_be_1d"))
+
     archive.add_endpoint(
         SERVING_ENDPOINT,
-        endpoint,
+        checked_endpoint,
         input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
     )
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = pathlib.Path(
-        tempfile.mkdtemp(prefix=f".{directory.name}.exporting-", dir=directory.parent)
+    return write_directory(
+        directory, "exporting", lambda staging: archive.write_out(str(staging), verbose=False)
     )
-    try:
-        archive.write_out(str(staging), verbose=False)
-        replace_directory(staging, directory)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return directory
 
 
 def _translation_endpoint(model, tokenizer, beam_size, length_penalty, max_source_length):
@@ -251,6 +253,8 @@ def _make_translate_fn(model, tokenizer, options, max_source_length):
 
         # An empty batch has nothing to search (and no longest sentence to size a cache).
         translations = tf.cond(batch_size > 0, run, lambda: tf.zeros([0], tf.string))
-        return {"translations": translations}
+        # Nothing to translate gives nothing, not what the model makes of a lone end id.
+        blank = tf.strings.regex_full_match(sentences, r"[\s\p{Z}]*")
+        return {"translations": tf.where(blank, "", translations)}
 
     return translate

@@ -1,8 +1,10 @@
 """`export_serving`: a string → string SavedModel that loads without keras_transformer."""
 
 import os
+import re
 
 import keras
+import numpy as np
 import pytest
 
 from examples.translation.translator import translate
@@ -10,6 +12,8 @@ from keras_transformer.models import Seq2SeqTransformer, TransformerLM
 from keras_transformer.saving import export_serving
 from keras_transformer.text import SubwordTokenizer
 from tests.saved_model_loader import load_in_fresh_process
+from tests.saving.saving_helpers import assert_modes, modes, umask
+from tests.saving.serving_probes import probe, run_probes
 
 SENTENCES = [
     "A man rides a bike.",
@@ -62,14 +66,16 @@ def test_served_translations_equal_translate(tmp_path, tokenizer, beam_size):
     directory = export_serving(model, tokenizer, tmp_path / "serving", beam_size=beam_size)
     assert (directory / "saved_model.pb").is_file()
     served = load_in_fresh_process(directory, QUERIES)
-    expected = translate(model, tokenizer, QUERIES, beam_size=beam_size)
+    texts = [query for query in QUERIES if query]
+    by_text = dict(zip(texts, translate(model, tokenizer, texts, beam_size=beam_size)))
+    expected = [by_text.get(query, "") for query in QUERIES]  # "" translates to "".
     assert served["batch"] == expected
     # A sentence's translation does not depend on the rest of the batch.
     assert served["one_by_one"] == expected
     assert served["empty"] == [0]
     assert not served["imported_keras_transformer"]
     # A random model's output is long and varied, so equality above is not vacuous.
-    assert len(set(expected)) > 1 and all(len(t) > 0 for t in expected)
+    assert len(set(by_text.values())) > 1 and all(len(t) > 0 for t in by_text.values())
 
 
 @tensorflow_only
@@ -130,3 +136,175 @@ def test_mixed_precision_model_is_served_identically(tmp_path, tokenizer):
     directory = export_serving(model, tokenizer, tmp_path / "serving", beam_size=2)
     served = load_in_fresh_process(directory, QUERIES[:2])
     assert served["batch"] == translate(model, tokenizer, QUERIES[:2], beam_size=2)
+
+
+@tensorflow_only
+@pytest.mark.parametrize(
+    "mask, directory_mode, file_mode", [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)]
+)
+def test_modes_follow_the_umask(tmp_path, tokenizer, mask, directory_mode, file_mode):
+    with umask(mask):
+        directory = export_serving(tiny_model(), tokenizer, tmp_path / "serving", beam_size=1)
+    found = modes(directory)
+    assert {"variables", "variables/variables.index", "assets", "saved_model.pb"} <= set(found)
+    assert_modes(directory, directory_mode, file_mode)
+
+
+EDGE_BEAM_SIZE, EDGE_LENGTH_PENALTY, EDGE_MAX_SOURCE_LENGTH = 3, 2.0, 8
+BLANKS = ["", " ", "   ", "\t\n", "\u00a0"]
+LONG = "A man rides a bike in the snow with two dogs and another man rides a bike."
+TEN_THOUSAND_WORDS = " ".join(["man dogs snow bike"] * 2500)
+
+
+def edge_model():
+    """A random model whose beams end at various lengths, so the length penalty matters."""
+    keras.utils.set_random_seed(3)
+    model = tiny_model()
+    model.generate(np.array([[5, 3]], "int32"), max_length=2, start_id=2, end_id=3)
+    embedding = next(w for w in model.weights if "target_embedding" in w.path)
+    rows = embedding.numpy()
+    # The end id's row, scaled: measured, seed 3's beams then end at various lengths
+    # (with seeds 0-2 none ends before its budget, and the penalty changes nothing).
+    rows[3] *= 3.0
+    embedding.assign(rows)
+    return model
+
+
+def generate_texts(model, tokenizer, rows, length_penalty=EDGE_LENGTH_PENALTY):
+    """What `model.generate` translates rows of source ids (end id included) to."""
+    width = max(len(row) for row in rows)
+    ids = np.array([list(row) + [0] * (width - len(row)) for row in rows], "int32")
+    generated = model.generate(
+        ids,
+        method="beam",
+        beam_size=EDGE_BEAM_SIZE,
+        length_penalty=length_penalty,
+        start_id=tokenizer.start_id,
+        end_id=tokenizer.end_id,
+    )
+    return tokenizer.decode(np.asarray(generated))
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory, tokenizer):
+    """The edge inputs' results from an export, and what `model.generate` gives for them."""
+    model = edge_model()
+    directory = export_serving(
+        model,
+        tokenizer,
+        tmp_path_factory.mktemp("edge") / "serving",
+        beam_size=EDGE_BEAM_SIZE,
+        length_penalty=EDGE_LENGTH_PENALTY,
+        max_source_length=EDGE_MAX_SOURCE_LENGTH,
+    )
+    texts = [query for query in QUERIES if query]
+    served = run_probes(
+        [
+            (
+                directory,
+                [
+                    probe("empty_serve", [], "string"),
+                    probe("empty_signature", [], "string", via="signature"),
+                    probe("blank", BLANKS + [texts[0]], via="signature"),
+                    probe("int_serve", [1, 2], "int32"),
+                    probe("int_signature", [1, 2], "int32", via="signature"),
+                    probe("matrix_serve", [texts[:2]]),
+                    probe("matrix_signature", [texts[:2]], via="signature"),
+                    probe("scalar_signature", texts[0], via="signature"),
+                    probe("ten_thousand_words", [TEN_THOUSAND_WORDS], via="signature"),
+                    probe("long", [LONG]),
+                    probe("queries", texts, via="signature"),
+                ],
+            )
+        ]
+    )
+
+    def cut(text):
+        # The first pieces by hand, independent of `tokenize_source`.
+        pieces = tokenizer.tokenize(text).numpy().tolist()
+        return pieces[: EDGE_MAX_SOURCE_LENGTH - 1] + [tokenizer.end_id]
+
+    uncut = tokenizer.tokenize(LONG).numpy().tolist() + [tokenizer.end_id]
+    return {
+        "served": served,
+        "texts": texts,
+        "long_pieces": len(tokenizer.tokenize(LONG).numpy()),
+        "long_cut": generate_texts(model, tokenizer, [cut(LONG)])[0],
+        "long_uncut": generate_texts(model, tokenizer, [uncut])[0],
+        "ten_thousand_cut": generate_texts(model, tokenizer, [cut(TEN_THOUSAND_WORDS)])[0],
+        "queries": generate_texts(model, tokenizer, [cut(text) for text in texts]),
+        "queries_other_penalty": generate_texts(
+            model, tokenizer, [cut(text) for text in texts], length_penalty=0.0
+        ),
+    }
+
+
+@tensorflow_only
+def test_edge_empty_batch(edge):
+    for name in ("empty_serve", "empty_signature"):
+        assert edge["served"][name] == {
+            "translations": {"shape": [0], "dtype": "string", "values": []}
+        }
+
+
+@tensorflow_only
+def test_edge_blank_sentences_translate_to_empty_strings(edge):
+    blank = edge["served"]["blank"]["translations"]
+    assert blank["shape"] == [len(BLANKS) + 1]
+    assert blank["values"] == [""] * len(BLANKS) + [edge["queries"][0]]
+    assert len(edge["queries"][0]) > 0  # The model says something for a real sentence.
+
+
+@tensorflow_only
+def test_edge_non_string_input_is_refused_at_the_call(edge):
+    served = edge["served"]
+    assert served["int_serve"]["error"] == "TypeError"
+    assert (
+        "Can not cast TensorSpec(shape=(2,), dtype=tf.int32, name='sentences') to "
+        "TensorSpec(shape=(None,), dtype=tf.string, name='sentences')"
+    ) in served["int_serve"]["message"]
+    assert served["int_signature"]["error"] == "InvalidArgumentError"
+    assert (
+        "input #0(zero-based) was expected to be a string tensor but is a int32 tensor"
+        in served["int_signature"]["message"]
+    )
+
+
+@tensorflow_only
+def test_edge_two_dimensional_input_is_refused(edge):
+    served = edge["served"]
+    assert served["matrix_serve"]["error"] == "TypeError"
+    assert (
+        "Can not cast TensorSpec(shape=(1, 2), dtype=tf.string"
+        in (served["matrix_serve"]["message"])
+    )
+    # A signature call does not bind shapes: the graph's own check refuses it.
+    for name, shape in [("matrix_signature", r"\[1,2\]"), ("scalar_signature", r"\[\]")]:
+        assert served[name]["error"] == "InvalidArgumentError"
+        message = served[name]["message"]
+        assert re.search(rf"Shape of tensor sentences {shape} is not compatible", message)
+        assert "sentences_must_be_1d" in message
+
+
+@tensorflow_only
+def test_edge_ten_thousand_words_are_cut(edge):
+    served = edge["served"]["ten_thousand_words"]["translations"]
+    assert served["shape"] == [1] and served["dtype"] == "string"
+    assert served["values"] == [edge["ten_thousand_cut"]]
+    assert len(served["values"][0]) > 0
+
+
+@tensorflow_only
+def test_edge_max_source_length_cuts_the_source(edge):
+    assert edge["long_pieces"] > 2 * EDGE_MAX_SOURCE_LENGTH
+    served = edge["served"]["long"]["translations"]["values"]
+    assert served == [edge["long_cut"]]
+    assert edge["long_cut"] != edge["long_uncut"]  # Cutting changed the translation.
+
+
+@tensorflow_only
+def test_edge_length_penalty_is_the_exported_one(edge):
+    served = edge["served"]["queries"]["translations"]["values"]
+    assert served == edge["queries"]
+    # The penalty decides between beams here: 0.0 would give other translations.
+    assert edge["queries_other_penalty"] != edge["queries"]

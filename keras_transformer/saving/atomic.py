@@ -1,0 +1,175 @@
+"""Writing a directory so that readers see the previous version or the new one, never a mix.
+
+A save is written into a staging sibling `.NAME.<kind>-<pid>-<random>` and swapped in by
+two renames (the previous directory goes to `.NAME.old-<pid>-<random>` first). A process
+killed part-way leaves such siblings behind; the pid in their name tells a later save (or
+`load_pretrained`) which ones belong to dead processes, so it can put a retired previous
+save back and delete the rest without touching a concurrent saver that is still running.
+"""
+
+import os
+import re
+import shutil
+import uuid
+
+RETIRED = "old"
+# Owner pids of leftovers are only checked where `os.kill(pid, 0)` is a harmless probe.
+CAN_PROBE_PIDS = os.name == "posix"
+
+
+def _sibling(directory, kind):
+    return directory.parent / f".{directory.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def _leftover_pattern(directory):
+    return re.compile(rf"\.{re.escape(directory.name)}\.([a-z]+)-(\d+)-[0-9a-f]+")
+
+
+def _is_alive(pid):
+    if pid == os.getpid() or not CAN_PROBE_PIDS:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. PermissionError: the process exists but is another user's.
+        return True
+    return True
+
+
+def dead_leftovers(directory):
+    """The staging and retired siblings of `directory` whose owner process has ended.
+
+    Args:
+        directory: `pathlib.Path`, the saved directory.
+
+    Returns:
+        A list of `(kind, path)`, `kind` being `"old"` for a retired previous save.
+    """
+    pattern = _leftover_pattern(directory)
+    try:
+        names = os.listdir(directory.parent)
+    except OSError:
+        return []
+    found = []
+    for name in sorted(names):
+        match = pattern.fullmatch(name)
+        if match and not _is_alive(int(match.group(2))):
+            found.append((match.group(1), directory.parent / name))
+    return found
+
+
+def recover_directory(directory):
+    """Undoes what killed saves of `directory` left: best effort, never raises.
+
+    If `directory` is missing and a dead process had retired it (it was killed between
+    the two renames of `replace_directory`), the retired directory is renamed back.
+    Every other leftover of a dead process is deleted.
+
+    Args:
+        directory: `pathlib.Path`, the saved directory.
+
+    Returns:
+        `True` if a retired directory was put back at `directory`.
+    """
+    leftovers = dead_leftovers(directory)
+    restored = None
+    retired = [path for kind, path in leftovers if kind == RETIRED]
+    if retired and not os.path.lexists(directory):
+        try:
+            # Only one save retires a directory at a time; the newest is the last good one.
+            restored = max(retired, key=lambda path: path.stat().st_ctime)
+            os.rename(restored, directory)
+        except OSError:
+            restored = None
+    for _, path in leftovers:
+        if path != restored:
+            shutil.rmtree(path, ignore_errors=True)
+    return restored is not None
+
+
+def make_staging(directory, kind):
+    """Creates the empty staging sibling of `directory`, after cleaning dead leftovers.
+
+    `os.mkdir` applies the process umask (`tempfile.mkdtemp` would force mode 0700), so
+    the directory's mode is the one a plain `mkdir` gives: `follow_umask` copies it.
+
+    Args:
+        directory: `pathlib.Path`, the directory to be written.
+        kind: str of lowercase letters naming the writer (`"saving"`, `"exporting"`).
+
+    Returns:
+        The staging directory, a `pathlib.Path`.
+    """
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    recover_directory(directory)
+    staging = _sibling(directory, kind)
+    os.mkdir(staging)
+    return staging
+
+
+def follow_umask(staging):
+    """Gives everything under `staging` the mode `mkdir` and `open` give under the umask.
+
+    Libraries writing into it choose their own modes (TensorFlow makes `variables/` 0755
+    whatever the umask); a saved model is shared as the user's other files are. The
+    umask is read off `staging` itself, made by `os.mkdir`, rather than by `os.umask`,
+    which would change it for every thread while it is read.
+
+    Args:
+        staging: `pathlib.Path` made by `make_staging`.
+    """
+    directory_mode = staging.stat().st_mode & 0o777
+    file_mode = directory_mode & 0o666
+    for root, directories, files in os.walk(staging):
+        for name in directories:
+            os.chmod(os.path.join(root, name), directory_mode)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, file_mode)
+
+
+def replace_directory(staging, directory):
+    """Moves `staging` to `directory`; the old directory survives any failure.
+
+    A process killed between the two renames leaves the old directory at a retired
+    sibling named with its pid; `recover_directory` puts it back.
+
+    Args:
+        staging: `pathlib.Path`, the complete new directory.
+        directory: `pathlib.Path`, where it goes.
+    """
+    if not os.path.lexists(directory):
+        os.rename(staging, directory)
+        return
+    retired = _sibling(directory, RETIRED)
+    os.rename(directory, retired)
+    try:
+        os.rename(staging, directory)
+    except BaseException:
+        os.rename(retired, directory)
+        raise
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def write_directory(directory, kind, write):
+    """Calls `write(staging)` and swaps the result in at `directory`.
+
+    Args:
+        directory: `pathlib.Path`.
+        kind: str, the writer's name in the staging directory's name.
+        write: function of the staging `pathlib.Path` that fills it.
+
+    Returns:
+        `directory`.
+    """
+    staging = make_staging(directory, kind)
+    try:
+        write(staging)
+        follow_umask(staging)
+        replace_directory(staging, directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return directory
