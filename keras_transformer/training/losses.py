@@ -5,6 +5,8 @@ import numbers
 import keras
 from keras import ops
 
+from keras_transformer.ops import get_keras_mask
+
 try:  # Keras keeps masks in a side table for tensors that take no attributes (JAX arrays).
     from keras.src.backend import set_keras_mask as _set_keras_mask
 except ImportError:  # pragma: no cover - Keras versions without the private helper
@@ -131,6 +133,16 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             sample_weight = ops.convert_to_tensor(sample_weight)
             while len(sample_weight.shape) < ops.ndim(y_pred) - 1:
                 sample_weight = ops.expand_dims(sample_weight, -1)
+            if self.pad_id is not None or get_keras_mask(y_pred) is not None:
+                # Keras then merges the weights into the token mask in place
+                # (`sample_weight *= mask`), which PyTorch refuses for a
+                # `(batch, 1)` weight against a `(batch, length)` mask; give the
+                # weights the mask's shape, as the product has on other backends.
+                # A product rather than `broadcast_to`: PyTorch cannot write in
+                # place into a broadcast view either.
+                sample_weight = sample_weight * ops.ones(
+                    ops.shape(y_pred)[:-1], dtype=sample_weight.dtype
+                )
         return super().__call__(y_true, y_pred, sample_weight=sample_weight)
 
     def call(self, y_true, y_pred):

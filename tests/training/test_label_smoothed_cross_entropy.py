@@ -175,7 +175,9 @@ def test_fit_with_keras_mask_counts_each_token_once():
     keep = np.array([[1, 1, 1, 0], [1, 0, 0, 1]], dtype=bool)
     model = _masked_model()
     loss = LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=0)
-    logits = np.asarray(model(x))  # NumPy: the Keras mask is dropped here.
+    # NumPy (through `convert_to_numpy`, which also detaches a PyTorch result that
+    # requires grad): the Keras mask is dropped here.
+    logits = keras.ops.convert_to_numpy(model(x))
     expected = reference_losses(y, logits, 0.1)[keep].mean()
     direct = loss(y[keep][None], logits[keep][None])
     np.testing.assert_allclose(float(direct), expected, rtol=1e-5)
@@ -183,6 +185,27 @@ def test_fit_with_keras_mask_counts_each_token_once():
     model.compile(optimizer=keras.optimizers.SGD(0.0), loss=loss)
     history = model.fit(x, y, batch_size=2, epochs=1, shuffle=False, verbose=0)
     np.testing.assert_allclose(history.history["loss"][0], expected, rtol=1e-5)
+
+
+def test_fit_with_keras_mask_and_sequence_weights():
+    # Per-sequence weights meet the Keras mask (and the label padding) of a
+    # `(batch, length)` loss: Keras merges them in place, which PyTorch refused
+    # for `(batch, 1)` weights.
+    x = np.array([[1, 2, 3, 0], [4, 0, 5, 1]], dtype="int32")
+    y = np.array([[2, 3, 4, 0], [5, 1, 0, 3]], dtype="int32")
+    weights = np.array([2.0, 0.5], dtype="float32")
+    model = _masked_model()
+    per_token = reference_losses(y, keras.ops.convert_to_numpy(model(x)), 0.1) * weights[:, None]
+    # pad_id=None counts the label 0 at row 1, position 2, which the input does not mask.
+    for pad_id, keep in [(0, [[1, 1, 1, 0], [1, 0, 0, 1]]), (None, [[1, 1, 1, 0], [1, 0, 1, 1]])]:
+        keep = np.array(keep, dtype=bool)
+        loss = LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=pad_id)
+        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=loss)
+        history = model.fit(
+            x, y, sample_weight=weights, batch_size=2, epochs=1, shuffle=False, verbose=0
+        )
+        expected = per_token[keep].sum() / keep.sum()
+        np.testing.assert_allclose(history.history["loss"][0], expected, rtol=1e-5)
 
 
 def test_config_round_trip():

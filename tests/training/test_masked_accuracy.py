@@ -121,7 +121,8 @@ def test_respects_keras_mask_in_evaluate():
             keras.layers.Dense(6),
         ]
     )
-    predicted = np.argmax(np.asarray(model(x)), axis=-1)
+    # `convert_to_numpy`, not `np.asarray`: a PyTorch result requires grad.
+    predicted = np.argmax(keras.ops.convert_to_numpy(model(x)), axis=-1)
     expected = (predicted == y)[keep].mean()
     model.compile(loss="sparse_categorical_crossentropy", metrics=[MaskedAccuracy(pad_id=0)])
     logs = model.evaluate(x, y, batch_size=2, verbose=0, return_dict=True)
