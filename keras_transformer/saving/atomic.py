@@ -1,20 +1,26 @@
 """Writing a directory so that readers see the previous version or the new one, never a mix.
 
-A save is written into a staging sibling `.NAME.<kind>-<pid>-<random>` and swapped in by
-two renames (the previous directory goes to `.NAME.old-<pid>-<random>` first). A process
-killed part-way leaves such siblings behind; the pid in their name tells a later save (or
-`load_pretrained`) which ones belong to dead processes, so it can put a retired previous
-save back and delete the rest without touching a concurrent saver that is still running.
+A save is written into a staging sibling `.NAME.<kind>-<pid>-<random>` and swapped in: in
+one step on Linux, else by two renames (the previous directory goes to
+`.NAME.old-<pid>-<random>` first). A process killed part-way leaves such siblings behind;
+the pid in their name tells a later save (or `load_pretrained`) which ones belong to dead
+processes, so it can put a retired previous save back and delete the rest without
+touching a concurrent saver that is still running.
 """
 
+import ctypes
+import errno
 import os
 import re
 import shutil
+import sys
 import uuid
 
 RETIRED = "old"
 # Owner pids of leftovers are only checked where `os.kill(pid, 0)` is a harmless probe.
 CAN_PROBE_PIDS = os.name == "posix"
+# Swapping two directories in one step needs Linux's `renameat2`.
+CAN_EXCHANGE = sys.platform.startswith("linux")
 
 
 def _sibling(directory, kind):
@@ -130,11 +136,39 @@ def follow_umask(staging):
                 os.chmod(path, file_mode)
 
 
+def _exchange(first, second):
+    """Swaps two paths in one step (Linux `renameat2` with `RENAME_EXCHANGE`).
+
+    Returns:
+        `True` if swapped; `False` where the system or file system cannot, so the caller
+        falls back to two renames.
+    """
+    if not CAN_EXCHANGE:
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # Not glibc >= 2.28, or not Linux.
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    renameat2.argtypes += [ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    at_cwd, rename_exchange = -100, 2
+    if renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
 def replace_directory(staging, directory):
     """Moves `staging` to `directory`; the old directory survives any failure.
 
-    A process killed between the two renames leaves the old directory at a retired
-    sibling named with its pid; `recover_directory` puts it back.
+    On Linux the two are swapped in one step, so `directory` is never missing; a
+    process killed before it deletes the old directory (now at the staging name)
+    leaves it to a later clean-up. Elsewhere the old directory is renamed to a
+    retired sibling first: a process killed between the two renames leaves no
+    `directory`, and `recover_directory` puts the retired one back.
 
     Args:
         staging: `pathlib.Path`, the complete new directory.
@@ -142,6 +176,9 @@ def replace_directory(staging, directory):
     """
     if not os.path.lexists(directory):
         os.rename(staging, directory)
+        return
+    if _exchange(staging, directory):
+        shutil.rmtree(staging, ignore_errors=True)
         return
     retired = _sibling(directory, RETIRED)
     os.rename(directory, retired)
