@@ -9,6 +9,7 @@ from keras_transformer.saving import export_serving, load_pretrained, save_pretr
 from keras_transformer.text import SubwordTokenizer
 from keras_transformer.text.classification_dataset import tokenize_for_classification
 from tests.saved_model_loader import classify_in_fresh_process as load_in_fresh_process
+from tests.saving.serving_probes import probe, run_probes
 
 SENTENCES = [
     "A moving film with great acting.",
@@ -184,3 +185,81 @@ def test_bad_arguments(tmp_path, tokenizer, change, match):
     with pytest.raises(ValueError, match=match):
         export_serving(**arguments)
     assert not (tmp_path / "s").exists()
+
+
+TEN_THOUSAND_WORDS = " ".join(["the plot was boring"] * 2500)
+BLANKS = [" ", "   ", "\t\n", "\u00a0"]
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory, tokenizer):
+    """Edge inputs' results from a classifier's export, in one fresh process."""
+    model = tiny_classifier()
+    directory = export_serving(
+        model,
+        tokenizer,
+        tmp_path_factory.mktemp("edge") / "serving",
+        max_length=MAX_LENGTH,
+        head_fraction=HEAD_FRACTION,
+    )
+    served = run_probes(
+        [
+            (
+                directory,
+                [
+                    probe("empty", [], via="signature"),
+                    probe("blank", BLANKS, via="signature"),
+                    probe("ten_thousand_words", [TEN_THOUSAND_WORDS]),
+                    probe("int_serve", [1, 2], "int32"),
+                    probe("int_signature", [1, 2], "int32", via="signature"),
+                    probe("matrix_signature", [QUERIES[:2]], via="signature"),
+                ],
+            )
+        ]
+    )
+    return {
+        "served": served,
+        "blank": keras_probabilities(model, tokenizer, BLANKS),
+        "ten_thousand_words": keras_probabilities(model, tokenizer, [TEN_THOUSAND_WORDS]),
+    }
+
+
+@tensorflow_only
+def test_edge_empty_batch(edge):
+    assert edge["served"]["empty"] == {
+        "label": {"shape": [0], "dtype": "int32", "values": []},
+        "probabilities": {"shape": [0, NUM_CLASSES], "dtype": "float32", "values": []},
+    }
+
+
+@tensorflow_only
+@pytest.mark.parametrize("name", ["blank", "ten_thousand_words"])
+def test_edge_texts_are_classified_as_the_model_does(edge, name):
+    served = edge["served"][name]
+    expected = edge[name]
+    assert served["probabilities"]["shape"] == [len(expected), NUM_CLASSES]
+    np.testing.assert_allclose(served["probabilities"]["values"], expected, rtol=0, atol=1e-5)
+    assert served["label"]["values"] == np.argmax(expected, axis=1).tolist()
+
+
+@tensorflow_only
+def test_edge_ten_thousand_words_are_cut_head_and_tail(edge, tokenizer):
+    assert len(tokenizer.tokenize(TEN_THOUSAND_WORDS).numpy()) > 100 * MAX_LENGTH
+    cut = tokenize_for_classification(tokenizer, [TEN_THOUSAND_WORDS], MAX_LENGTH, HEAD_FRACTION)
+    assert cut.row_lengths().numpy().tolist() == [MAX_LENGTH]
+
+
+@tensorflow_only
+def test_edge_bad_inputs_are_refused(edge):
+    served = edge["served"]
+    assert served["int_serve"]["error"] == "TypeError"
+    assert "Can not cast TensorSpec(shape=(2,), dtype=tf.int32" in served["int_serve"]["message"]
+    assert served["int_signature"]["error"] == "InvalidArgumentError"
+    assert (
+        "expected to be a string tensor but is a int32 tensor"
+        in (served["int_signature"]["message"])
+    )
+    assert served["matrix_signature"]["error"] == "InvalidArgumentError"
+    message = served["matrix_signature"]["message"]
+    assert "Shape of tensor sentences [1,2] is not compatible with expected shape [?]" in message
+    assert "sentences_must_be_1d" in message
