@@ -55,17 +55,8 @@ def load_classifier(path):
     from keras_transformer.models import TransformerClassifier
     from keras_transformer.saving import load_pretrained
 
-    if os.path.isfile(os.path.join(path, "saved_model.pb")):
-        raise ValueError(
-            f"'{path}' is a TensorFlow SavedModel (serving export); pass the model/ folder "
-            "beside it, written by save_pretrained"
-        )
-    if os.path.isdir(os.path.join(path, "model")) and not os.path.isfile(
-        os.path.join(path, "config.json")
-    ):
-        raise ValueError(
-            f"'{path}' is a training run folder; pass --model {os.path.join(path, 'model')}"
-        )
+    # `load_pretrained` names what it was given instead (a run folder, a SavedModel, a
+    # file, a missing path) and what to pass; its error is a ValueError, shown in one line.
     bundle = load_pretrained(path)
     if not isinstance(bundle.model, TransformerClassifier):
         raise ValueError(

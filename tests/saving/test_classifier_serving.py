@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer.models import Seq2SeqTransformer, TransformerClassifier
+from keras_transformer.models import Seq2SeqTransformer, TransformerClassifier, TransformerLM
 from keras_transformer.saving import export_serving, load_pretrained, save_pretrained
 from keras_transformer.text import SubwordTokenizer
 from keras_transformer.text.classification_dataset import tokenize_for_classification
@@ -263,3 +263,28 @@ def test_edge_bad_inputs_are_refused(edge):
     message = served["matrix_signature"]["message"]
     assert "Shape of tensor sentences [1,2] is not compatible with expected shape [?]" in message
     assert "sentences_must_be_1d" in message
+
+
+def test_predict_command_loader_says_what_it_was_given(tmp_path, tokenizer):
+    from examples.text_classification.predict import load_classifier
+
+    run = tmp_path / "run"
+    save_pretrained(tiny_classifier(), run / "model", tokenizer)
+    (run / "training_log.csv").write_text("epoch,loss\n")
+    bundle = load_classifier(str(run / "model"))
+    assert isinstance(bundle.model, TransformerClassifier) and bundle.tokenizer is not None
+    language_model = TransformerLM(
+        VOCABULARY_SIZE, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32
+    )
+    cases = [
+        (run, rf"'{run}' is a training run folder; the saved model is in '{run}/model'"),
+        (
+            save_pretrained(language_model, tmp_path / "lm", tokenizer),
+            "holds a TransformerLM, not a classifier",
+        ),
+        (save_pretrained(tiny_classifier(), tmp_path / "bare"), "holds no tokenizer"),
+        (tmp_path / "missing", r"No pretrained directory at .*missing': nothing exists"),
+    ]
+    for path, match in cases:
+        with pytest.raises(ValueError, match=match):
+            load_classifier(str(path))
