@@ -60,7 +60,7 @@ def top_k_logits(logits, k):
         - [Fan et al., 2018](https://arxiv.org/abs/1805.04833)
     """
     kth = ops.top_k(logits, k, sorted=True)[0][:, -1:]
-    return ops.where(logits < kth, _NEG_INF, logits)
+    return ops.where(ops.less(logits, kth), _NEG_INF, logits)
 
 
 def top_p_logits(logits, p):
@@ -92,7 +92,7 @@ def top_p_logits(logits, p):
     before = ops.cumsum(probabilities, axis=-1) - probabilities
     kept = before < ops.cast(p, "float32")
     threshold = ops.min(ops.where(kept, sorted_logits, float("inf")), axis=-1, keepdims=True)
-    return ops.where(logits < threshold, _NEG_INF, logits)
+    return ops.where(ops.less(logits, threshold), _NEG_INF, logits)
 
 
 def sample_choice(logits, seed, index, temperature=1.0, top_k=None, top_p=None):

@@ -107,7 +107,9 @@ def forward(model, inputs):
     `stateless_call` per model (weights passed as arguments) is much faster.
     """
     if keras.backend.backend() != "jax":
-        return np.asarray(model(inputs), "float64")
+        # `convert_to_numpy` rather than `np.asarray`: it detaches a PyTorch result,
+        # which requires grad outside `torch.no_grad()`.
+        return keras.ops.convert_to_numpy(model(inputs)).astype("float64")
     import jax
 
     if id(model) not in _JITTED_CALLS:

@@ -1,5 +1,6 @@
 """Compilation: length buckets, no retracing, and the current weights on every call."""
 
+import keras
 import numpy as np
 import pytest
 from generation_helpers import END, SOURCES, START, pad_rows, strip, uncached_greedy_seq2seq
@@ -25,7 +26,10 @@ def test_bucket_length():
 def test_second_call_in_the_same_bucket_does_not_retrace(seq2seq_model):
     greedy(seq2seq_model, pad_rows(SOURCES))
     traced = trace_count(seq2seq_model)
-    assert traced >= 1  # the counter counts (this configuration was traced at some point)
+    if keras.backend.backend() in ("tensorflow", "jax"):
+        assert traced >= 1  # the counter counts (this configuration was traced at some point)
+    else:
+        assert traced == 0  # PyTorch generates eagerly: nothing is traced, nothing retraced
     # Other source widths (2 and 8 -> bucket 8, like 7) and other max_lengths with
     # the same cache bucket (9 .. 12 -> 12) reuse the program.
     greedy(seq2seq_model, pad_rows(SOURCES, width=8), max_length=9)
