@@ -223,29 +223,47 @@ def test_two_vocabularies_get_two_embeddings():
         )
 
 
+# What `build` picks per situation, written out (not recomputed with the code under test):
+# the precision, and `jit_compile` under each Keras backend (the test checks the column of
+# the backend it runs on). `bf16_faster` is the measured `CPU_BF16_IS_FASTER` switch,
+# patched to both values: it only matters on a CPU with native bfloat16.
+AUTO_RULES = [
+    # id, device, bf16_faster, precision, jit on tensorflow, jax, torch
+    ("gpu_cc8", AMPERE, True, "mixed_bfloat16", True, True, False),
+    ("gpu_cc7", VOLTA, True, "mixed_float16", True, True, False),
+    ("gpu_unknown", DeviceInfo("gpu", "GPU: unknown"), True, "mixed_float16", True, True, False),
+    # The host CPU's bfloat16 flags do not matter when a GPU trains.
+    ("gpu_cc7_bf16_host", DeviceInfo("gpu", "GPU: V100", (7, 0), BF16_CPU.cpu_flags), True,
+     "mixed_float16", True, True, False),
+    ("tpu", DeviceInfo("tpu", "TPU"), True, "mixed_bfloat16", True, True, False),
+    ("cpu", PLAIN_CPU, True, "float32", False, True, False),
+    ("cpu_bf16_faster", BF16_CPU, True, "mixed_bfloat16", False, True, False),
+    ("cpu_bf16_not_faster", BF16_CPU, False, "float32", False, True, False),
+    ("cpu_amx", DeviceInfo("cpu", "CPU: test", None, frozenset({"amx_bf16"})), True,
+     "mixed_bfloat16", False, True, False),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    "info, precision, jit",
-    [
-        (AMPERE, "mixed_bfloat16", True),
-        (VOLTA, "mixed_float16", True),
-        (DeviceInfo("gpu", "GPU: unknown"), "mixed_float16", True),
-        (DeviceInfo("tpu", "TPU"), "mixed_bfloat16", True),
-        (PLAIN_CPU, "float32", False),
-        (BF16_CPU, "mixed_bfloat16" if factory.CPU_BF16_IS_FASTER else "float32", False),
-    ],
-    ids=["gpu_cc8", "gpu_cc7", "gpu_unknown", "tpu", "cpu", "cpu_bf16"],
+    "info, bf16_faster, precision, jit_tf, jit_jax, jit_torch",
+    [case[1:] for case in AUTO_RULES],
+    ids=[case[0] for case in AUTO_RULES],
 )
-def test_auto_rules(info, precision, jit, device):
+def test_auto_rules(info, bf16_faster, precision, jit_tf, jit_jax, jit_torch, device, monkeypatch):
+    monkeypatch.setattr(factory, "CPU_BF16_IS_FASTER", bf16_faster)
     device(info)
     assert choose_precision(info)[0] == precision
-    assert choose_jit_compile(info, "tensorflow")[0] is jit
+    for backend, jit in (("tensorflow", jit_tf), ("jax", jit_jax), ("torch", jit_torch)):
+        assert choose_jit_compile(info, backend)[0] is jit, backend
     model = kt.models.build("translation", source_vocabulary_size=20, **SMALL)
     info_dict = model.build_info
     assert info_dict["precision"] == precision
     assert model.dtype_policy.name == precision
     assert keras.config.dtype_policy().name == "float32"  # the global policy is untouched
     assert info_dict["device"] == info.name
-    expected_jit = choose_jit_compile(info, keras.backend.backend())[0]
+    expected_jit = {"tensorflow": jit_tf, "jax": jit_jax, "torch": jit_torch}[
+        keras.backend.backend()
+    ]
     assert info_dict["jit_compile"] is expected_jit and model.jit_compile is expected_jit
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer) == (
         precision == "mixed_float16"
@@ -256,8 +274,64 @@ def test_auto_rules(info, precision, jit, device):
 def test_jit_rules_per_backend():
     assert choose_jit_compile(PLAIN_CPU, "tensorflow")[0] is False
     assert choose_jit_compile(PLAIN_CPU, "jax")[0] is True
+    assert choose_jit_compile(PLAIN_CPU, "torch")[0] is False
+    assert choose_jit_compile(AMPERE, "tensorflow")[0] is True
     assert choose_jit_compile(AMPERE, "jax")[0] is True
     assert choose_jit_compile(AMPERE, "torch")[0] is False
+
+
+# `/proc/cpuinfo` excerpts: x86 names the model first and lists "flags"; ARM says "Features".
+CPUINFO_X86_BF16 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 9B14
+flags\t\t: fpu sse2 avx2 avx512f avx512_bf16
+processor\t: 1
+model name\t: AMD EPYC 9B14
+flags\t\t: fpu sse2 avx2 avx512f avx512_bf16
+"""
+CPUINFO_X86_PLAIN = """processor\t: 0
+model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz
+flags\t\t: fpu sse2 avx2 avx512f
+"""
+CPUINFO_ARM = """processor\t: 0
+Features\t: fp asimd evtstrm aes bf16
+"""
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, name, has_bf16, precision",
+    [
+        (CPUINFO_X86_BF16, "AMD EPYC 9B14", True, "mixed_bfloat16"),
+        (CPUINFO_X86_PLAIN, "Intel(R) Xeon(R) CPU @ 2.20GHz", False, "float32"),
+        # ARM's "bf16" feature is not one of the x86 flags the rule knows.
+        (CPUINFO_ARM, None, False, "float32"),
+        (None, None, False, "float32"),  # no /proc/cpuinfo (not Linux)
+    ],
+    ids=["x86_avx512_bf16", "x86_plain", "arm", "no_cpuinfo"],
+)
+def test_auto_precision_from_the_cpu_flags(cpuinfo, name, has_bf16, precision, monkeypatch):
+    """The CPU feature detection itself, from a pretended `/proc/cpuinfo`, through `build`."""
+    import io
+
+    def fake_open(path, *args, **kwargs):
+        assert path == "/proc/cpuinfo"
+        if cpuinfo is None:
+            raise FileNotFoundError(path)
+        return io.StringIO(cpuinfo)
+
+    monkeypatch.setattr(factory, "open", fake_open, raising=False)
+    monkeypatch.setattr(factory, "CPU_BF16_IS_FASTER", True)
+    _, flags = factory._cpu_info()
+    assert ("avx512_bf16" in flags) == has_bf16
+    real = factory.detect_device()
+    if real.platform != "cpu":
+        pytest.skip(f"an accelerator is present ({real.name}): the CPU rule does not apply")
+    assert real.cpu_has_native_bf16 is has_bf16
+    if name is not None:
+        assert real.name.startswith(f"CPU: {name} (")
+    model = kt.models.build("translation", compile=False, source_vocabulary_size=20, **SMALL)
+    assert model.build_info["precision"] == precision
+    assert model.dtype_policy.name == precision
 
 
 def test_explicit_choices_are_honoured(device):
