@@ -13,6 +13,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import sys
 import uuid
 
@@ -127,13 +128,18 @@ def follow_umask(staging):
     """
     directory_mode = staging.stat().st_mode & 0o777
     file_mode = directory_mode & 0o666
+
+    def set_permissions(path, mode):
+        # Only the permission bits: a set-group-id bit inherited from the parent stays.
+        current = os.lstat(path).st_mode
+        if not stat.S_ISLNK(current) and current & 0o777 != mode:
+            os.chmod(path, (current & ~0o777) | mode)
+
     for root, directories, files in os.walk(staging):
         for name in directories:
-            os.chmod(os.path.join(root, name), directory_mode)
+            set_permissions(os.path.join(root, name), directory_mode)
         for name in files:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                os.chmod(path, file_mode)
+            set_permissions(os.path.join(root, name), file_mode)
 
 
 def _exchange(first, second):

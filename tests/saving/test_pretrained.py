@@ -276,7 +276,9 @@ def test_says_what_it_was_given(tmp_path, name, make, match):
 
 
 @pytest.mark.parametrize(
-    "mask, directory_mode, file_mode", [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)]
+    "mask, directory_mode, file_mode",
+    [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)],
+    ids=["umask022", "umask077"],
 )
 def test_modes_follow_the_umask(tmp_path, tokenizer, mask, directory_mode, file_mode):
     with umask(mask):

@@ -2,6 +2,7 @@
 
 import os
 import re
+import stat
 
 import keras
 import numpy as np
@@ -140,7 +141,9 @@ def test_mixed_precision_model_is_served_identically(tmp_path, tokenizer):
 
 @tensorflow_only
 @pytest.mark.parametrize(
-    "mask, directory_mode, file_mode", [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)]
+    "mask, directory_mode, file_mode",
+    [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)],
+    ids=["umask022", "umask077"],
 )
 def test_modes_follow_the_umask(tmp_path, tokenizer, mask, directory_mode, file_mode):
     with umask(mask):
@@ -148,6 +151,20 @@ def test_modes_follow_the_umask(tmp_path, tokenizer, mask, directory_mode, file_
     found = modes(directory)
     assert {"variables", "variables/variables.index", "assets", "saved_model.pb"} <= set(found)
     assert_modes(directory, directory_mode, file_mode)
+
+
+@tensorflow_only
+def test_set_group_id_folder_keeps_its_group_bit(tmp_path, tokenizer):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o2775)  # A team folder: new entries take its group.
+    with umask(0o002):
+        directory = export_serving(tiny_model(), tokenizer, shared / "serving", beam_size=1)
+    # TensorFlow makes `variables/` 0755: widened to the umask's 0775, group bit kept.
+    for path in (directory, directory / "variables"):
+        mode = path.stat().st_mode
+        assert mode & stat.S_ISGID and stat.S_IMODE(mode) & 0o777 == 0o775, oct(mode)
+    assert stat.S_IMODE((directory / "saved_model.pb").stat().st_mode) == 0o664
 
 
 EDGE_BEAM_SIZE, EDGE_LENGTH_PENALTY, EDGE_MAX_SOURCE_LENGTH = 3, 2.0, 8
@@ -181,6 +198,7 @@ def generate_texts(model, tokenizer, rows, length_penalty=EDGE_LENGTH_PENALTY):
         length_penalty=length_penalty,
         start_id=tokenizer.start_id,
         end_id=tokenizer.end_id,
+        jit_compile=False,  # Compiling for each of these shapes would cost more than it saves.
     )
     return tokenizer.decode(np.asarray(generated))
 
