@@ -28,6 +28,12 @@ KIND_ARGUMENTS = {
 DEFAULT_BEAM_SIZE = 4
 DEFAULT_LENGTH_PENALTY = 0.6
 DEFAULT_MAX_SOURCE_LENGTH = 128
+# A blank sentence, whitespace as Python's `str.strip` sees it (RE2's `\s` is ASCII only),
+# so the SavedModel and a Python translator agree on which sentences are empty. The last
+# whitespace code point is U+3000.
+BLANK_PATTERN = "[{}]*".format(
+    "".join(f"\\x{{{code:x}}}" for code in range(0x3001) if chr(code).isspace())
+)
 
 
 def export_serving(
@@ -254,7 +260,7 @@ def _make_translate_fn(model, tokenizer, options, max_source_length):
         # An empty batch has nothing to search (and no longest sentence to size a cache).
         translations = tf.cond(batch_size > 0, run, lambda: tf.zeros([0], tf.string))
         # Nothing to translate gives nothing, not what the model makes of a lone end id.
-        blank = tf.strings.regex_full_match(sentences, r"[\s\p{Z}]*")
+        blank = tf.strings.regex_full_match(sentences, BLANK_PATTERN)
         return {"translations": tf.where(blank, "", translations)}
 
     return translate

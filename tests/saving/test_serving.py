@@ -168,7 +168,8 @@ def test_set_group_id_folder_keeps_its_group_bit(tmp_path, tokenizer):
 
 
 EDGE_BEAM_SIZE, EDGE_LENGTH_PENALTY, EDGE_MAX_SOURCE_LENGTH = 3, 2.0, 8
-BLANKS = ["", " ", "   ", "\t\n", "\u00a0"]
+# Whitespace as Python's `str.strip` sees it, ASCII or not.
+BLANKS = ["", " ", "   ", "\t\n\x0b\x0c\r", "\x1c\x85", "\u00a0\u2028\u3000"]
 LONG = "A man rides a bike in the snow with two dogs and another man rides a bike."
 TEN_THOUSAND_WORDS = " ".join(["man dogs snow bike"] * 2500)
 
