@@ -1,18 +1,20 @@
 """Writing a directory so that readers see the previous version or the new one, never a mix.
 
-A save is written into a staging sibling `.NAME.<kind>-<pid>-<random>` and swapped in: in
-one step on Linux, else by two renames (the previous directory goes to
-`.NAME.old-<pid>-<random>` first). A process killed part-way leaves such siblings behind;
-the pid in their name tells a later save (or `load_pretrained`) which ones belong to dead
-processes, so it can put a retired previous save back and delete the rest without
-touching a concurrent saver that is still running.
+A save is written into a staging sibling `.NAME.<kind>-<pid>-<random>.<host>` and swapped
+in: in one step on Linux, else by two renames (the previous directory goes to
+`.NAME.old-<pid>-<random>.<host>` first). A process killed part-way leaves such siblings
+behind; the pid and machine in their name tell a later save (or `load_pretrained`) on the
+same machine which ones belong to dead processes, so it can put a retired previous save
+back and delete the rest without touching a concurrent saver that is still running.
 """
 
 import ctypes
 import errno
+import hashlib
 import os
 import re
 import shutil
+import socket
 import stat
 import sys
 import uuid
@@ -24,12 +26,41 @@ CAN_PROBE_PIDS = os.name == "posix"
 CAN_EXCHANGE = sys.platform.startswith("linux")
 
 
+def host_tag(hostname=None):
+    """8 hex digits naming a machine: a pid means something only on the machine it ran on.
+
+    Args:
+        hostname: str. Defaults to `None`, meaning this machine's name.
+    """
+    hostname = socket.gethostname() if hostname is None else hostname
+    return hashlib.sha256(hostname.encode("utf-8")).hexdigest()[:8]
+
+
+def leftover_name(name, kind, pid, token, host=None):
+    """The name of a staging (`kind` `"saving"`, `"exporting"`) or retired (`"old"`) sibling.
+
+    Args:
+        name: str, the saved directory's name.
+        kind: str of lowercase letters.
+        pid: int, the owner process.
+        token: str of hex digits, unique among the owner's siblings.
+        host: str, `host_tag()` of the owner's machine. Defaults to `None`, meaning this
+            machine's.
+
+    Returns:
+        str, `.NAME.KIND-PID-TOKEN.HOST`.
+    """
+    return f".{name}.{kind}-{pid}-{token}.{host_tag() if host is None else host}"
+
+
 def _sibling(directory, kind):
-    return directory.parent / f".{directory.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    name = leftover_name(directory.name, kind, os.getpid(), uuid.uuid4().hex[:12])
+    return directory.parent / name
 
 
 def _leftover_pattern(directory):
-    return re.compile(rf"\.{re.escape(directory.name)}\.([a-z]+)-(\d+)-[0-9a-f]+")
+    name = re.escape(directory.name)
+    return re.compile(rf"\.{name}\.([a-z]+)-(\d+)-[0-9a-f]+\.([0-9a-f]{{8}})")
 
 
 def _is_alive(pid):
@@ -58,10 +89,12 @@ def dead_leftovers(directory):
         names = os.listdir(directory.parent)
     except OSError:
         return []
+    here = host_tag()
     found = []
     for name in sorted(names):
         match = pattern.fullmatch(name)
-        if match and not _is_alive(int(match.group(2))):
+        # Another machine's saver (on a shared file system) is never judged from here.
+        if match and match.group(3) == here and not _is_alive(int(match.group(2))):
             found.append((match.group(1), directory.parent / name))
     return found
 

@@ -20,7 +20,7 @@ import pytest
 
 from keras_transformer.models import Seq2SeqTransformer
 from keras_transformer.saving import export_serving, load_pretrained, save_pretrained
-from keras_transformer.saving.atomic import recover_directory
+from keras_transformer.saving.atomic import host_tag, leftover_name, recover_directory
 from keras_transformer.text import SubwordTokenizer
 from tests.saving.saving_helpers import dead_pid, file_hashes
 
@@ -238,27 +238,24 @@ def test_killed_export_serving(tmp_path, tokenizer, point):
 def test_dead_processes_leftovers_are_removed_live_ones_kept(tmp_path):
     target = save_pretrained(tiny_model(), tmp_path / "run")
     dead, alive = dead_pid(), os.getppid()
-    for name in [
-        f".run.saving-{dead}-0a1b",
-        f".run.old-{dead}-0a1c",  # The target exists: a retired copy is stale.
-        f".run.exporting-{dead}-0a1d",
-        f".run.saving-{alive}-0a1e",  # A concurrent save still running.
-        f".run.old-{alive}-0a1f",
+    elsewhere = host_tag("another-machine")
+    removed = [
+        leftover_name("run", "saving", dead, "0a1b"),
+        leftover_name("run", "old", dead, "0a1c"),  # The target exists: a stale copy.
+        leftover_name("run", "exporting", dead, "0a1d"),
+    ]
+    kept = [
+        leftover_name("run", "saving", alive, "0a1e"),  # A concurrent save, still running.
+        leftover_name("run", "old", alive, "0a1f"),
+        leftover_name("run", "saving", dead, "0a20", host=elsewhere),  # Its pid is not ours.
         ".run.saving-x8k2j1",  # Named before pids were: whose, unknown.
-        f".other.saving-{dead}-0a20",  # Another directory's.
-    ]:
+        leftover_name("other", "saving", dead, "0a21"),  # Another directory's.
+    ]
+    for name in removed + kept:
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text("{}")
     save_pretrained(tiny_model(), target)
-    assert leftovers(tmp_path) == sorted(
-        [
-            f".other.saving-{dead}-0a20",
-            f".run.old-{alive}-0a1f",
-            ".run.saving-x8k2j1",
-            f".run.saving-{alive}-0a1e",
-            "run",
-        ]
-    )
+    assert leftovers(tmp_path) == sorted(kept + ["run"])
 
 
 def test_load_puts_back_a_save_retired_by_a_dead_process(tmp_path):
@@ -266,8 +263,8 @@ def test_load_puts_back_a_save_retired_by_a_dead_process(tmp_path):
     target = save_pretrained(model, tmp_path / "run", metadata={"version": 1})
     hashes = file_hashes(target)
     dead = dead_pid()
-    target.rename(tmp_path / f".run.old-{dead}-00ff")
-    (tmp_path / f".run.saving-{dead}-0100").mkdir()  # The killed save's new copy.
+    target.rename(tmp_path / leftover_name("run", "old", dead, "00ff"))
+    (tmp_path / leftover_name("run", "saving", dead, "0100")).mkdir()  # The new copy.
     bundle = load_pretrained(target)
     assert bundle.metadata["version"] == 1
     np.testing.assert_array_equal(np.asarray(bundle.model(INPUTS)), np.asarray(model(INPUTS)))
@@ -277,7 +274,7 @@ def test_load_puts_back_a_save_retired_by_a_dead_process(tmp_path):
 
 def test_load_leaves_a_live_savers_retired_directory(tmp_path):
     target = save_pretrained(tiny_model(), tmp_path / "run")
-    retired = tmp_path / f".run.old-{os.getppid()}-00ff"
+    retired = tmp_path / leftover_name("run", "old", os.getppid(), "00ff")
     target.rename(retired)
     # The live saver is between its renames: the new copy is about to arrive.
     with pytest.raises(ValueError, match="No pretrained directory at .*nothing exists"):
