@@ -43,8 +43,9 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
     versions, backend, date, plus your `metadata`, e.g. scores, data set and the
     command that trained the model). Everything is written to a staging sibling
     directory first and renamed into place, so a failed or killed save leaves any
-    previous save at `directory` loadable and unchanged; the next save (or
-    `load_pretrained`) cleans up what a killed one left. Directories and files get
+    previous save at `directory` loadable and unchanged: the next save deletes what a
+    killed one left, and it or `load_pretrained` puts back a previous save that a
+    save killed half-way through its swap had set aside. Directories and files get
     the modes `mkdir` and `open` give under the process umask (0755 and 0644 under
     umask 022).
 
