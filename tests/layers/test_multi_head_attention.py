@@ -54,10 +54,17 @@ def test_key_dim_defaults_to_width_over_heads():
 def test_fused_and_separate_projections_agree(rng):
     # Self-attention takes the fused QKV path; passing an equal copy as `value`
     # takes the three-projection path. Both must compute the same thing.
+    # The same *tensor* twice: two NumPy arguments become two tensors, and then both calls
+    # took the three-projection path (the test compared that path with itself).
     layer = MultiHeadAttention(num_heads=4)
-    x = rng.standard_normal((B, T, D)).astype("float32")
+    x = ops.convert_to_tensor(rng.standard_normal((B, T, D)).astype("float32"))
+    calls = []
+    project = layer._project_self_attention
+    layer._project_self_attention = lambda h: calls.append(1) or project(h)
     fused = layer(x, x)
-    separate = layer(x, np.array(x))
+    assert calls == [1]
+    separate = layer(x, ops.convert_to_tensor(ops.convert_to_numpy(x)))
+    assert calls == [1]
     np.testing.assert_allclose(fused, separate, rtol=1e-5, atol=1e-6)
 
 

@@ -8,6 +8,7 @@ Shapes: `x` is `(batch, length, d_model)`; an attention mask is boolean and
 broadcasts to `(batch, target_length, source_length)`.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,9 +106,39 @@ def layer_norm(x, gamma, beta, epsilon):
     return gamma * (x - mean) / np.sqrt(var + epsilon) + beta
 
 
-def feed_forward(x, w1, b1, w2, b2):
-    """`FFN(x) = max(0, x W1 + b1) W2 + b2` (eq. 2)."""
-    return np.maximum(0.0, x @ w1 + b1) @ w2 + b2
+def relu(x):
+    return np.maximum(0.0, x)
+
+
+def gelu(x):
+    """`x Φ(x)` with the exact normal CDF (Hendrycks & Gimpel, 2016)."""
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x):
+    """BERT's and GPT-2's tanh approximation of GELU."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def silu(x):
+    """`x σ(x)`, also called swish."""
+    return x / (1.0 + np.exp(-x))
+
+
+# Keras activation names (and the library's `gelu_approximate`) → the formulas above.
+ACTIVATIONS = {
+    "relu": relu,
+    "gelu": gelu,
+    "gelu_approximate": gelu_tanh,
+    "silu": silu,
+    "tanh": np.tanh,
+    "linear": lambda x: x,
+}
+
+
+def feed_forward(x, w1, b1, w2, b2, activation=relu):
+    """`FFN(x) = max(0, x W1 + b1) W2 + b2` (eq. 2), or another activation than ReLU."""
+    return activation(x @ w1 + b1) @ w2 + b2
 
 
 @dataclass
@@ -131,16 +162,18 @@ def _sublayer(x, sublayer, norm, epsilon, norm_first):
     return layer_norm(x + sublayer(x), norm.gamma, norm.beta, epsilon)
 
 
-def _ffn(ffn):
-    return lambda h: feed_forward(h, ffn.w1, ffn.b1, ffn.w2, ffn.b2)
+def _ffn(ffn, activation=relu):
+    return lambda h: feed_forward(h, ffn.w1, ffn.b1, ffn.w2, ffn.b2, activation)
 
 
-def encoder_block(x, attn, attn_norm, ffn, ffn_norm, epsilon, mask=None, norm_first=False):
+def encoder_block(
+    x, attn, attn_norm, ffn, ffn_norm, epsilon, mask=None, norm_first=False, activation=relu
+):
     """One encoder layer: self-attention then FFN, each with residual and layer norm."""
     x = _sublayer(
         x, lambda h: multi_head_attention(h, h, attn, mask=mask), attn_norm, epsilon, norm_first
     )
-    return _sublayer(x, _ffn(ffn), ffn_norm, epsilon, norm_first)
+    return _sublayer(x, _ffn(ffn, activation), ffn_norm, epsilon, norm_first)
 
 
 def decoder_block(
@@ -156,6 +189,7 @@ def decoder_block(
     self_mask=None,
     memory_mask=None,
     norm_first=False,
+    activation=relu,
 ):
     """One decoder layer: causal self-attention, attention over `memory`, FFN.
 
@@ -178,4 +212,4 @@ def decoder_block(
         epsilon,
         norm_first,
     )
-    return _sublayer(x, _ffn(ffn), ffn_norm, epsilon, norm_first)
+    return _sublayer(x, _ffn(ffn, activation), ffn_norm, epsilon, norm_first)

@@ -62,22 +62,31 @@ def attention_weights(mha):
     }
 
     def per_head(layer):
-        return np.transpose(to_numpy(layer.kernel), (1, 0, 2)), to_numpy(layer.bias)
+        kernel = to_numpy(layer.kernel)
+        return np.transpose(kernel, (1, 0, 2)), bias_of(layer, kernel.shape[1:])
 
     wq, bq = per_head(dense["q"])
     wk, bk = per_head(dense["k"])
     wv, bv = per_head(dense["v"])
     wo = to_numpy(dense["o"].kernel)
     wo = wo.reshape(-1, wo.shape[-1])
-    return AttentionWeights(wq, bq, wk, bk, wv, bv, wo, to_numpy(dense["o"].bias))
+    return AttentionWeights(wq, bq, wk, bk, wv, bv, wo, bias_of(dense["o"], wo.shape[-1:]))
+
+
+def bias_of(layer, shape):
+    """The layer's bias, or zeros of `shape` for a layer built with `use_bias=False`."""
+    bias = getattr(layer, "bias", None)
+    return np.zeros(shape) if bias is None else to_numpy(bias)
 
 
 def feed_forward_weights(ffn):
+    w1 = to_numpy(ffn.intermediate_dense.kernel)
+    w2 = to_numpy(ffn.output_dense.kernel)
     return FeedForwardWeights(
-        to_numpy(ffn.intermediate_dense.kernel),
-        to_numpy(ffn.intermediate_dense.bias),
-        to_numpy(ffn.output_dense.kernel),
-        to_numpy(ffn.output_dense.bias),
+        w1,
+        bias_of(ffn.intermediate_dense, w1.shape[-1:]),
+        w2,
+        bias_of(ffn.output_dense, w2.shape[-1:]),
     )
 
 
