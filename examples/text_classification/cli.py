@@ -1,8 +1,15 @@
-"""What the example's command-line tools share: common flags, range checks, one-line errors."""
+"""The classification tools' common flags; range checks and errors are `examples.command_line`'s."""
 
 import argparse
-import sys
-import traceback
+
+from examples.command_line import (  # noqa: F401 - the tools import these from here
+    add_debug_flags,
+    check_positive,
+    check_rate,
+    fail,
+    run_command,
+)
+from examples.command_line import command_line as shared_command_line
 
 
 def add_common_flags(parser):
@@ -13,7 +20,7 @@ def add_common_flags(parser):
         help="dtype policy; auto: mixed_bfloat16 on CPUs with native bfloat16, else float32",
     )
     parser.add_argument("--seed", type=int, default=0, help="data order, masks and weights")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    add_debug_flags(parser)
 
 
 MODEL_SIZES = ("num_layers", "hidden_dim", "num_heads", "intermediate_dim")
@@ -44,33 +51,4 @@ def model_overrides(parser, args):
 
 def command_line(module, argv):
     """The command as typed, for the metadata of a saved model."""
-    arguments = sys.argv[1:] if argv is None else argv
-    return f"python -m examples.text_classification.{module} " + " ".join(arguments)
-
-
-def check_positive(parser, name, value):
-    if value is None or value < 1:
-        parser.error(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
-
-
-def check_rate(parser, name, value):
-    if not 0 <= value < 1:
-        parser.error(f"--{name.replace('_', '-')} must be in [0, 1); got {value}")
-
-
-def run_command(parse_args, run, argv):
-    """Parses `argv` (default: the command line) and runs it; a user error ends it in one line."""
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return run(args, argv)
-    except (ValueError, OSError) as error:
-        fail(error, args.debug)
-
-
-def fail(error, debug):
-    """Ends the program on a user error: one line on stderr and exit status 2."""
-    if debug:
-        traceback.print_exc()
-    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
+    return shared_command_line(f"examples.text_classification.{module}", argv)

@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from examples.text_classification.cli import fail
+from examples.text_classification.cli import add_debug_flags, fail
 
 
 def parse_args(argv):
@@ -23,7 +23,7 @@ def parse_args(argv):
     parser.add_argument("texts", nargs="*", help="texts to classify (default: --file or stdin)")
     parser.add_argument("--file", default=None, help="one text per line; - for stdin")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    add_debug_flags(parser)
     args = parser.parse_args(argv)
     if args.texts and args.file:
         parser.error("give texts as arguments or --file, not both")

@@ -1,0 +1,75 @@
+"""What the examples' command-line tools share: range checks, one-line errors, the command.
+
+Argument errors go through `parser.error` (usage, one line naming the flag, the value and
+what is allowed; exit status 2). Errors found later in the user's input (a missing data
+folder, a directory of the wrong kind) end the program with one line on standard error and
+exit status 2; `--debug` shows the traceback.
+"""
+
+import math
+import sys
+import traceback
+
+
+def add_debug_flags(parser):
+    """`--debug` (tracebacks) and `--verbose` (TensorFlow's C++ log lines, see native_logs)."""
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's C++ log lines (hidden by default)"
+    )
+
+
+def flag(name):
+    return f"--{name.replace('_', '-')}"
+
+
+def check_positive(parser, name, value):
+    """An integer flag that must be at least 1."""
+    if value is None or value < 1:
+        parser.error(f"{flag(name)} must be a positive integer; got {value}")
+
+
+def check_non_negative(parser, name, value):
+    """An integer flag that may be 0."""
+    if value is None or value < 0:
+        parser.error(f"{flag(name)} must be 0 or a positive integer; got {value}")
+
+
+def check_positive_number(parser, name, value):
+    if value is None or not math.isfinite(value) or value <= 0:
+        parser.error(f"{flag(name)} must be a positive number; got {value}")
+
+
+def check_non_negative_number(parser, name, value):
+    if value is None or not math.isfinite(value) or value < 0:
+        parser.error(f"{flag(name)} must be a number >= 0; got {value}")
+
+
+def check_rate(parser, name, value):
+    """A dropout-like probability."""
+    if value is None or not 0 <= value < 1:
+        parser.error(f"{flag(name)} must be in [0, 1); got {value}")
+
+
+def command_line(module, argv):
+    """The command as typed (`module` is the dotted name), for a saved model's metadata."""
+    arguments = sys.argv[1:] if argv is None else argv
+    return f"python -m {module} " + " ".join(arguments)
+
+
+def run_command(parse_args, run, argv):
+    """Parses `argv` (default: the command line) and runs it; a user error ends it in one line."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args, argv)
+    except (ValueError, OSError) as error:
+        fail(error, args.debug)
+
+
+def fail(error, debug):
+    """Ends the program on a user error: one line on stderr and exit status 2."""
+    if debug:
+        traceback.print_exc()
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
