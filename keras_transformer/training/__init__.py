@@ -4,6 +4,7 @@ from keras_transformer.training.checkpoint_averaging import (
     CheckpointAveraging,
     average_checkpoints,
 )
+from keras_transformer.training.epoch_seeds import EpochSeeds
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.optimizers import paper_optimizer
@@ -11,6 +12,7 @@ from keras_transformer.training.schedules import NoamSchedule
 
 __all__ = [
     "CheckpointAveraging",
+    "EpochSeeds",
     "LabelSmoothedCrossEntropy",
     "MaskedAccuracy",
     "NoamSchedule",

@@ -12,6 +12,8 @@ import keras
 import numpy as np
 
 _SUFFIXES = (".weights.h5", ".keras")
+# The files `CheckpointAveraging` writes: after N epochs, or after N batches.
+_CHECKPOINT_NAME = re.compile(r"(epoch|step)-(\d+)\.weights\.h5")
 # Where a `.keras` archive keeps its weights (the same layout as a `.weights.h5` file).
 _ARCHIVE_WEIGHTS = "model.weights.h5"
 # `model.save_weights` also stores the optimizer's slots under this top-level group.
@@ -198,7 +200,11 @@ class CheckpointAveraging(keras.callbacks.Callback):
     `save_freq="epoch"`, and `step-XXXXXXXX.weights.h5` (batches trained by
     this callback) with an integer `save_freq`. Batches trained after the
     last save are not part of the average. Running `fit` again continues the
-    rolling window.
+    rolling window. A new callback resumed at epoch `e > 0` (a run restarted by
+    `BackupAndRestore`) adopts the checkpoints already in `directory` up to epoch
+    `e` (or `e * steps` batches) and deletes later ones, so the resumed run
+    averages what an uninterrupted run would; starting at epoch 0 it deletes
+    the folder's old checkpoints.
 
     Args:
         directory: str or `os.PathLike`, the folder for the checkpoints;
@@ -258,6 +264,43 @@ class CheckpointAveraging(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         os.makedirs(self.directory, exist_ok=True)
         self._last_batch = -1
+        self._first_epoch = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._first_epoch:
+            return
+        self._first_epoch = False
+        steps = self.params.get("steps") if self.params else None
+        if epoch > 0 and self.save_freq != "epoch" and steps:
+            # Resumed (e.g. by `BackupAndRestore`) in a new process: count from there.
+            self._batches_seen = epoch * steps
+            self._next_save = (self._batches_seen // self.save_freq + 1) * self.save_freq
+        if not self.checkpoints:
+            self._adopt_checkpoints_on_disk(epoch, steps)
+
+    def _adopt_checkpoints_on_disk(self, epoch, steps):
+        """Keeps the checkpoints saved before `epoch` by an earlier process of this run.
+
+        A resumed run must average the same checkpoints as one never stopped. Those
+        written after the resumed point (by the part of the run that was lost, or by an
+        older run in the same folder) are removed: this run writes them again.
+        """
+        positions = {"epoch": epoch, "step": epoch * steps if steps else None}
+        found = []
+        for name in os.listdir(self.directory):
+            match = _CHECKPOINT_NAME.fullmatch(name)
+            if match is None:
+                continue
+            kind, position = match.group(1), int(match.group(2))
+            path = os.path.join(self.directory, name)
+            if positions[kind] is not None and position <= positions[kind]:
+                found.append((position, path))
+            else:
+                os.remove(path)
+        for _, path in sorted(found)[-self.num_checkpoints :]:
+            self.checkpoints.append(path)
+        for _, path in sorted(found)[: -self.num_checkpoints]:
+            os.remove(path)
 
     def on_train_batch_end(self, batch, logs=None):
         if self.save_freq == "epoch":
