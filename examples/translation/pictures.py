@@ -8,8 +8,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from examples.translation.translator import source_ids, translate  # noqa: E402
+from examples.translation.translator import translate  # noqa: E402
 from keras_transformer.layers.sinusoidal_position_encoding import sinusoidal_table  # noqa: E402
+from keras_transformer.text.translation_dataset import tokenize_source  # noqa: E402
 
 
 def _pieces(tokenizer, ids):
@@ -18,7 +19,7 @@ def _pieces(tokenizer, ids):
 
 def cross_attention(model, tokenizer, sentence, translation):
     """Head-averaged cross-attention of the last decoder block, `(target, source)`."""
-    source = source_ids(tokenizer, [sentence], bucket=1)
+    source = tokenize_source(tokenizer, [sentence]).to_tensor().numpy().astype("int32")
     target = [tokenizer.start_id, *tokenizer.tokenize(translation).numpy().tolist()]
     target = np.asarray([target], "int32")
     encoder_outputs, encoder_mask = model.encode(source)

@@ -23,14 +23,25 @@ import time
 
 import keras
 import sacrebleu
+import tensorflow as tf
 
 import keras_transformer as kt
+from examples.command_line import (
+    add_debug_flags,
+    check_non_negative,
+    check_non_negative_number,
+    check_positive,
+    check_positive_number,
+    check_rate,
+    command_line,
+    run_command,
+)
 from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
 from examples.translation.pictures import save_attention_picture, save_position_picture
 from examples.translation.translator import translate
 from keras_transformer.saving import export_serving, save_pretrained
 from keras_transformer.text import SubwordTokenizer, make_translation_dataset
-from keras_transformer.training import CheckpointAveraging
+from keras_transformer.training import CheckpointAveraging, EpochSeeds
 
 # About four minutes of training on 2 CPU cores: every pair, two epochs, a 2 + 2 model.
 QUICK = dict(
@@ -70,15 +81,44 @@ FULL = dict(
 
 
 def _subword_dropout(text):
-    values = tuple(float(value) for value in text.split(","))
-    if len(values) not in (1, 2):
-        raise argparse.ArgumentTypeError(f"expected P or SOURCE,TARGET, got {text!r}")
+    try:
+        values = tuple(float(value) for value in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) not in (1, 2) or not all(0 <= value < 1 for value in values):
+        raise argparse.ArgumentTypeError(
+            f"expected P or SOURCE,TARGET with each in [0, 1), got {text!r}"
+        )
     return values[0] if len(values) == 1 else values
 
 
+POSITIVE = (
+    "epochs",
+    "tokens_per_batch",
+    "warmup_steps",
+    "num_layers",
+    "hidden_dim",
+    "intermediate_dim",
+    "num_heads",
+    "train_pairs",
+    "eval_pairs",
+    "beam_size",
+    "average_checkpoints",
+)
+NON_NEGATIVE = ("checkpoint_every", "min_tokens_per_batch", "seed")
+# SentencePiece needs room for its 5 special pieces and the characters of the data.
+MIN_VOCABULARY_SIZE = 64
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small subset, a few minutes")
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.translation.train", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a 2+2-layer model, 2 epochs of every pair, 200 pairs scored: a few minutes",
+    )
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="folder of Multi30k .gz files")
     parser.add_argument("--output-dir", default=None, help="defaults to runs/multi30k[-quick]")
     parser.add_argument("--preset", default=None, choices=["tiny", "small", "base", "big"])
@@ -102,8 +142,10 @@ def parse_args(argv):
     )
     parser.add_argument("--train-pairs", type=int, default=None, help="use the first N pairs")
     parser.add_argument("--eval-pairs", type=int, default=None, help="score the first N pairs")
-    parser.add_argument("--beam-size", type=int, default=None)
-    parser.add_argument("--length-penalty", type=float, default=0.6)
+    parser.add_argument("--beam-size", type=int, default=None, help="1: greedy search")
+    parser.add_argument(
+        "--length-penalty", type=float, default=0.6, help="GNMT alpha of beam search; 0: none"
+    )
     parser.add_argument("--average-checkpoints", type=int, default=None)
     parser.add_argument(
         "--checkpoint-every",
@@ -124,8 +166,14 @@ def parse_args(argv):
         help="BPE-dropout on the training pairs: P for both sides, or SOURCE,TARGET "
         "(e.g. 0.1,0 for the source only); 0: off",
     )
-    parser.add_argument("--precision", default="auto")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+        help="dtype policy; auto: mixed_bfloat16 on CPUs with native bfloat16, else float32",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
+    add_debug_flags(parser)
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else FULL
     for key, value in defaults.items():
@@ -133,7 +181,30 @@ def parse_args(argv):
             setattr(args, key, value)
     if args.output_dir is None:
         args.output_dir = os.path.join("runs", "multi30k-quick" if args.quick else "multi30k")
+    check_arguments(parser, args)
     return args
+
+
+def check_arguments(parser, args):
+    """Every value in range, and the folders usable, before anything is read or written."""
+    for name in POSITIVE:
+        if getattr(args, name) is not None:
+            check_positive(parser, name, getattr(args, name))
+    for name in NON_NEGATIVE:
+        if getattr(args, name) is not None:
+            check_non_negative(parser, name, getattr(args, name))
+    if args.vocabulary_size < MIN_VOCABULARY_SIZE:
+        parser.error(
+            f"--vocabulary-size must be at least {MIN_VOCABULARY_SIZE}; got {args.vocabulary_size}"
+        )
+    check_positive_number(parser, "learning_rate_scale", args.learning_rate_scale)
+    check_non_negative_number(parser, "length_penalty", args.length_penalty)
+    if args.dropout is not None:
+        check_rate(parser, "dropout", args.dropout)
+    if not os.path.isdir(args.data_dir):
+        parser.error(f"--data-dir '{args.data_dir}' is not a directory")
+    if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        parser.error(f"--output-dir '{args.output_dir}' exists and is not a directory")
 
 
 def bleu(hypotheses, references):
@@ -143,12 +214,25 @@ def bleu(hypotheses, references):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    command = "python -m examples.translation.train " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    """Runs the command; a user error ends it with one line on stderr (exit status 2)."""
+    return run_command(parse_args, run, argv)
+
+
+def resumed_epoch(backup_dir):
+    """The epoch a restarted run resumes at: what `BackupAndRestore` will restore.
+
+    Read from the metadata file the callback keeps beside its weights; 0 without one.
+    """
+    try:
+        with open(os.path.join(backup_dir, "training_metadata.json"), encoding="utf-8") as file:
+            return int(json.load(file)["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def run(args, argv):
+    command = command_line("examples.translation.train", argv)
     keras.utils.set_random_seed(args.seed)
-    os.makedirs(args.output_dir, exist_ok=True)
     started = time.time()
 
     train_pairs = load_multi30k("train", args.data_dir, limit=args.train_pairs)
@@ -196,14 +280,6 @@ def main(argv=None):
         pad_to_bucket_boundary=fixed_shapes,
     )
 
-    callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
-        CheckpointAveraging(
-            os.path.join(args.output_dir, "checkpoints"),
-            num_checkpoints=args.average_checkpoints,
-            save_freq=args.checkpoint_every or "epoch",
-        ),
-    ]
     # Bucketing hides the dataset's length from Keras; counting it once gives the first
     # epoch's progress bar its total and catches an empty dataset early. One iterator over
     # the repeated data, cut into epochs by `steps_per_epoch`, then serves the whole run.
@@ -216,19 +292,46 @@ def main(argv=None):
             "No training batch is left: every batch holds fewer than "
             f"--min-tokens-per-batch={args.min_tokens_per_batch} tokens. Lower it."
         )
+    # Without a known length Keras reads the validation data until it ends and then warns
+    # that the "input ran out of data".
+    validation_steps = sum(1 for _ in val_data)
+    val_data = val_data.apply(tf.data.experimental.assert_cardinality(validation_steps))
+
+    # The inputs are good: only now is anything written.
+    os.makedirs(args.output_dir, exist_ok=True)
+    backup_dir = os.path.join(args.output_dir, "backup")
+    # A run killed and started again with the same command resumes at the last finished
+    # epoch, on the batches and dropout masks an uninterrupted run would see there.
+    initial_epoch = resumed_epoch(backup_dir)
+    if initial_epoch:
+        print(f"resuming at epoch {initial_epoch + 1} from {backup_dir}")
+    callbacks = [
+        EpochSeeds(),
+        # Before the backup: a run killed between the two saves redoes the epoch and writes
+        # the same checkpoint again, instead of missing it.
+        CheckpointAveraging(
+            os.path.join(args.output_dir, "checkpoints"),
+            num_checkpoints=args.average_checkpoints,
+            save_freq=args.checkpoint_every or "epoch",
+        ),
+        # Keeps the previous backup too: a kill while the backup is written falls back to it.
+        keras.callbacks.BackupAndRestore(backup_dir, double_checkpoint=True),
+    ]
     model.fit(
-        train_data.repeat(),
+        train_data.repeat().skip(initial_epoch * steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         validation_data=val_data,
         epochs=args.epochs,
         callbacks=callbacks,
+        shuffle=False,  # the dataset shuffles itself
         verbose=1 if sys.stdout.isatty() else 2,
     )
     training_seconds = time.time() - started
     every = f"{args.checkpoint_every} updates" if args.checkpoint_every else "epoch"
+    averaged = len(callbacks[1].checkpoints)
     print(
         f"trained in {training_seconds / 60:.1f} min; weights = average of the last "
-        f"{args.average_checkpoints} checkpoints (one per {every})"
+        f"{averaged} checkpoint{'s' if averaged != 1 else ''} (one per {every})"
     )
 
     scores = {}
@@ -241,6 +344,7 @@ def main(argv=None):
             sources,
             beam_size=args.beam_size,
             length_penalty=args.length_penalty,
+            progress=sys.stdout.isatty(),
         )
         scores[split] = bleu(hypotheses, references)
         print(

@@ -67,9 +67,11 @@ def test_translate_command_prints_the_saved_translations(quick_run, capsys):
     assert capsys.readouterr().out.splitlines() == translations
 
 
-def test_translate_command_reports_a_bad_directory(tmp_path):
-    with pytest.raises(SystemExit, match="error: No pretrained directory"):
+def test_translate_command_reports_a_bad_directory(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
         translate_cli.main(["--model", str(tmp_path / "missing"), "A dog."])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("error: No pretrained directory")
 
 
 def test_serving_export_translates_identically(quick_run):
@@ -80,7 +82,7 @@ def test_serving_export_translates_identically(quick_run):
     assert not served["imported_keras_transformer"]
 
 
-def test_too_high_min_tokens_per_batch_is_reported(tmp_path):
+def test_too_high_min_tokens_per_batch_is_reported(tmp_path, capsys):
     # 100 short pairs fill no batch up to 4,000 tokens: every batch is dropped.
     argv = [
         "--quick",
@@ -91,5 +93,9 @@ def test_too_high_min_tokens_per_batch_is_reported(tmp_path):
         "--min-tokens-per-batch", "4000",
         "--output-dir", str(tmp_path),
     ]  # fmt: skip
-    with pytest.raises(ValueError, match="fewer than --min-tokens-per-batch=4000 tokens. Lower it"):
+    with pytest.raises(SystemExit) as exit_info:
         train.main(argv)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "fewer than --min-tokens-per-batch=4000 tokens. Lower it" in error[0]
+    assert not any(tmp_path.iterdir())  # nothing written before the inputs are known good
