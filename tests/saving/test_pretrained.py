@@ -264,6 +264,16 @@ def keras_file(path):
             r"'{path}' is not a pretrained directory: it holds none of its files",
         ),
     ],
+    ids=[
+        "run_folder",
+        "saved_model",
+        "keras_file",
+        "other_file",
+        "config_file",
+        "missing",
+        "empty",
+        "unrelated_folder",
+    ],
 )
 def test_says_what_it_was_given(tmp_path, name, make, match):
     path = tmp_path / "inside" / name
