@@ -163,7 +163,15 @@ def generate_seq2seq(
                 f"max_sequence_length={position_limit}. Pass max_length<={position_limit}."
             )
         budgets = np.minimum(budgets, position_limit)
-    cache_length = bucket_length(int(budgets.max()), position_limit)
+    longest = int(budgets.max())
+    if max_length is None:
+        # Room for any row of this width: the compiled search's shapes then follow the
+        # input's shape alone, not the lengths of the sentences in it (which would trace a
+        # new program for many batches of a test set).
+        longest = max(longest, source.shape[1] + EXTRA_LENGTH)
+        if position_limit is not None:
+            longest = min(longest, position_limit)
+    cache_length = bucket_length(longest, position_limit)
     columns = cache_length + 1  # the start token, then the generated tokens
     source_columns = bucket_length(source.shape[1], position_limit)
     if source_columns < source.shape[1]:

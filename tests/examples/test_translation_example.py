@@ -1,6 +1,7 @@
 """The translation example end to end on a tiny subset: train, score, save, reload."""
 
 import math
+import warnings
 
 import pytest
 
@@ -9,6 +10,8 @@ from examples.translation import translate as translate_cli
 from examples.translation.translator import translate
 from keras_transformer.saving import load_pretrained
 from tests.saved_model_loader import load_in_fresh_process
+
+QUICK_RUN_WARNINGS = []
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,22 @@ def quick_run(tmp_path_factory):
         # test_serving.py covers bfloat16 models on its own.
         "--precision", "float32",
     ]  # fmt: skip
-    return output, train.main(argv)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scores = train.main(argv)
+    # Deprecation warnings are hidden from users by default (they come from TensorFlow).
+    QUICK_RUN_WARNINGS.extend(
+        f"{w.category.__name__}: {w.message}"
+        for w in caught
+        if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))
+    )
+    return output, scores
+
+
+def test_quick_run_warns_about_nothing_that_is_not_the_users_concern(quick_run):
+    # Keras warned "Your input ran out of data" after every validation pass (its length was
+    # unknown) and that `shuffle=True` is ignored for a dataset.
+    assert QUICK_RUN_WARNINGS == []
 
 
 def test_quick_run_reports_bleu_and_writes_files(quick_run):
@@ -99,3 +117,12 @@ def test_too_high_min_tokens_per_batch_is_reported(tmp_path, capsys):
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "fewer than --min-tokens-per-batch=4000 tokens. Lower it" in error[0]
     assert not any(tmp_path.iterdir())  # nothing written before the inputs are known good
+
+
+def test_translate_command_and_saved_model_agree_on_blank_input(quick_run, capsys):
+    output, _ = quick_run
+    sentences = ["", "   ", "A dog runs on the beach."]
+    translations = translate_cli.main(["--model", str(output / "model"), *sentences])
+    assert translations[:2] == ["", ""] and translations[2]
+    served = load_in_fresh_process(output / "serving", sentences)
+    assert served["batch"] == translations

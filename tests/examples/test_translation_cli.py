@@ -1,0 +1,258 @@
+"""The translation commands on bad input and faults: one clear line, nothing written or lost."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from examples.native_logs import is_native_log_line
+from examples.translation import train
+from examples.translation import translate as translate_cli
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--epochs", "-1"], "--epochs must be a positive integer; got -1"),
+        (["--epochs", "0"], "--epochs must be a positive integer; got 0"),
+        (["--tokens-per-batch", "0"], "--tokens-per-batch must be a positive integer; got 0"),
+        (["--vocabulary-size", "10"], "--vocabulary-size must be at least 64; got 10"),
+        (["--warmup-steps", "0"], "--warmup-steps must be a positive integer; got 0"),
+        (["--learning-rate-scale", "0"], "--learning-rate-scale must be a positive number"),
+        (["--learning-rate-scale", "nan"], "--learning-rate-scale must be a positive number"),
+        (["--num-heads", "0"], "--num-heads must be a positive integer; got 0"),
+        (["--dropout", "1"], "--dropout must be in [0, 1); got 1.0"),
+        (["--train-pairs", "0"], "--train-pairs must be a positive integer; got 0"),
+        (["--eval-pairs", "-5"], "--eval-pairs must be a positive integer; got -5"),
+        (["--beam-size", "0"], "--beam-size must be a positive integer; got 0"),
+        (["--length-penalty", "-1"], "--length-penalty must be a number >= 0; got -1.0"),
+        (["--average-checkpoints", "0"], "--average-checkpoints must be a positive integer"),
+        (["--checkpoint-every", "-1"], "--checkpoint-every must be 0 or a positive integer"),
+        (["--min-tokens-per-batch", "-1"], "--min-tokens-per-batch must be 0 or a positive"),
+        (["--subword-dropout", "2"], "--subword-dropout: expected P or SOURCE,TARGET"),
+        (["--subword-dropout", "a,b"], "--subword-dropout: expected P or SOURCE,TARGET"),
+        (["--precision", "float64"], "--precision: invalid choice: 'float64'"),
+        (["--preset", "huge"], "--preset: invalid choice: 'huge'"),
+        (["--epochs", "two"], "--epochs: invalid int value: 'two'"),
+        (["--data-dir", "/nonexistent/multi30k"], "--data-dir '/nonexistent/multi30k' is not a"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_train_rejects_a_bad_flag_in_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train.parse_args(["--quick", *argv])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("python -m examples.translation.train: error:")
+    assert message in error
+
+
+def test_train_rejects_an_output_dir_that_is_a_file(tmp_path, capsys):
+    path = tmp_path / "a-file"
+    path.write_text("keep me")
+    with pytest.raises(SystemExit):
+        train.parse_args(["--quick", "--output-dir", str(path)])
+    assert f"--output-dir '{path}' exists and is not a directory" in capsys.readouterr().err
+    assert path.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--beam-size", "0"], "--beam-size must be a positive integer; got 0"),
+        (["--length-penalty", "-0.5"], "--length-penalty must be a number >= 0; got -0.5"),
+        (["--batch-size", "0"], "--batch-size must be a positive integer; got 0"),
+        ([], "the following arguments are required: --model"),
+    ],
+)
+def test_translate_rejects_a_bad_flag_in_one_line(argv, message, capsys):
+    model = [] if not argv else ["--model", "somewhere"]
+    with pytest.raises(SystemExit) as exit_info:
+        translate_cli.parse_args([*model, *argv, "A dog."])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_native_log_lines_are_recognised():
+    noise = [
+        b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",
+        b"I0000 00:00:1796099858.160344    4837 port.cc:153] oneDNN custom operations are on.\n",
+        b"E0000 00:00:1796099862.283458    4837 cuda_platform.cc:52] failed call to cuInit\n",
+        b"W0000 00:00:1796099862.283458    4837 cpu_allocator_impl.cc:83] Allocation of 1 bytes\n",
+        b"To enable the following instructions: AVX2 AVX512F FMA, in other operations, "
+        b"rebuild TensorFlow with the appropriate compiler flags.\n",
+        b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n",
+    ]
+    kept = [
+        b"error: Multi30k file not found\n",
+        b"Traceback (most recent call last):\n",
+        b"F0000 00:00:1796099862.283458    4837 check.cc:1] Check failed\n",  # fatal: kept
+        b"UserWarning: I0000 is not at the start\n",
+        b"Epoch 1/2\n",
+    ]
+    assert [is_native_log_line(line) for line in noise] == [True] * len(noise)
+    assert [is_native_log_line(line) for line in kept] == [False] * len(kept)
+
+
+def run_command(args, **kwargs):
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"},
+        **kwargs,
+    )
+
+
+def test_missing_data_is_one_line_without_native_logs_and_writes_nothing(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    output = tmp_path / "out"
+    result = run_command(
+        ["examples.translation.train", "--quick", "--data-dir", str(empty), "--output-dir",
+         str(output)]
+    )  # fmt: skip
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: Multi30k file not found:") and "train.en.gz" in lines[0]
+    assert not output.exists()
+
+
+def test_translate_names_a_run_folder_and_what_to_pass(tmp_path, capsys):
+    run_folder = tmp_path / "multi30k-quick"
+    (run_folder / "model").mkdir(parents=True)
+    (run_folder / "model" / "config.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        translate_cli.main(["--model", str(run_folder), "A dog."])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and str(run_folder / "model") in error[0], error
+
+
+def test_translate_without_any_sentence_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))
+    with pytest.raises(SystemExit):
+        translate_cli.main(["--model", str(tmp_path)])
+    assert "no sentence to translate" in capsys.readouterr().err
+
+
+def weights_of(path):
+    arrays = {}
+
+    def visit(name, item):
+        if isinstance(item, h5py.Dataset):
+            arrays[name] = item[()]
+
+    with h5py.File(path, "r") as file:
+        file.visititems(visit)
+    return arrays
+
+
+RESUME_ARGS = [
+    "examples.translation.train", "--quick", "--train-pairs", "300", "--eval-pairs", "1",
+    "--epochs", "2", "--vocabulary-size", "400", "--tokens-per-batch", "256",
+    "--num-layers", "1", "--hidden-dim", "32", "--intermediate-dim", "64", "--num-heads", "2",
+    "--beam-size", "1", "--average-checkpoints", "2", "--precision", "float32",
+]  # fmt: skip
+
+
+def test_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
+    interrupted = tmp_path / "interrupted"
+    log = open(tmp_path / "killed.log", "w")
+    child = subprocess.Popen(
+        [sys.executable, "-m", *RESUME_ARGS, "--output-dir", str(interrupted)],
+        cwd=REPOSITORY,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.time() + 240
+    while "Epoch 2/2" not in (tmp_path / "killed.log").read_text():
+        assert child.poll() is None and time.time() < deadline, "the run ended before epoch 2"
+        time.sleep(0.1)
+    time.sleep(0.5)  # into epoch 2 (66 batches, a few seconds)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    log.close()
+    assert not (interrupted / "model").exists()  # killed before the end
+
+    resumed = run_command([*RESUME_ARGS, "--output-dir", str(interrupted)])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming at epoch 2" in resumed.stdout
+    assert not (interrupted / "backup").exists()  # deleted by a finished run
+    straight = run_command([*RESUME_ARGS, "--output-dir", str(tmp_path / "straight")])
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    assert "resuming" not in straight.stdout
+
+    expected = weights_of(tmp_path / "straight" / "model" / "model.weights.h5")
+    actual = weights_of(interrupted / "model" / "model.weights.h5")
+    assert sorted(actual) == sorted(expected)
+    for name in expected:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+    # Both averaged the same two checkpoints, epoch 1's written by the killed process.
+    assert sorted(os.listdir(interrupted / "checkpoints")) == [
+        "epoch-00001.weights.h5",
+        "epoch-00002.weights.h5",
+    ]
+    for output in (resumed, straight):
+        assert "average of the last 2 checkpoints" in output.stdout
+        assert "ran out of data" not in output.stderr and "retracing" not in output.stderr
+
+
+class RecordingHandler(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_translating_many_lengths_compiles_a_few_searches_without_a_warning(translator_bundle):
+    from examples.translation.translator import translate
+
+    model, tokenizer = translator_bundle
+    words = "a man in a red shirt rides a bike down the street".split()
+    # 40 sentences of 1 to 40 words, 4 per batch: ten batches of ten different lengths.
+    sentences = [" ".join(words[i % len(words)] for i in range(n)) for n in range(1, 41)]
+    handler = RecordingHandler()
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    try:
+        translations = translate(model, tokenizer, sentences, batch_size=4, beam_size=2)
+    finally:
+        logger.removeHandler(handler)
+    assert len(translations) == 40 and all(isinstance(t, str) for t in translations)
+    assert not [m for m in handler.messages if "retracing" in m], handler.messages
+    # One search per padded length (16, 32, 64 tokens), the batch's rows fixed at 4.
+    one_by_one = translate(model, tokenizer, sentences[::13], batch_size=1, beam_size=2)
+    assert one_by_one == translations[::13]  # the padding does not change a translation
+
+
+@pytest.fixture(scope="module")
+def translator_bundle():
+    import keras
+
+    import keras_transformer as kt
+    from examples.translation.data import load_multi30k
+    from keras_transformer.text import SubwordTokenizer
+
+    keras.utils.set_random_seed(0)
+    pairs = load_multi30k("train", limit=200)
+    tokenizer = SubwordTokenizer.train([t for pair in pairs for t in pair], vocabulary_size=400)
+    model = kt.models.build(
+        "translation", preset="tiny", num_layers=1, hidden_dim=32, intermediate_dim=64,
+        num_heads=2, source_vocabulary_size=tokenizer.vocabulary_size, precision="float32",
+    )  # fmt: skip
+    return model, tokenizer
