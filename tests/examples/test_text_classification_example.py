@@ -11,10 +11,11 @@ from examples.text_classification import predict, pretrain, train
 from examples.text_classification.data import load_sst2
 from keras_transformer.models import MaskedLM, TransformerClassifier
 from keras_transformer.saving import load_pretrained
+from tests.examples.example_runs import CLASSIFICATION_SMALL
 from tests.saved_model_loader import classify_in_fresh_process
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SMALL = ["--vocabulary-size", "600", "--max-length", "48", "--precision", "float32"]
+SMALL = CLASSIFICATION_SMALL
 
 
 def run_cli(module, *args, stdin=None):
@@ -39,13 +40,9 @@ def assert_one_line_error(process, *fragments):
         assert fragment in lines[0], lines[0]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """SST-2 from scratch on 12,000 training phrases, 3 epochs (~30 s)."""
-    output = tmp_path_factory.mktemp("sst2")
-    argv = ["--quick", "--train-limit", "12000", "--epochs", "3", "--output-dir", str(output)]
-    scores = train.main(argv + SMALL)
-    return output, scores
+@pytest.fixture
+def trained(classification_quick_run):
+    return classification_quick_run
 
 
 def test_quick_path_learns_well_above_chance(trained):

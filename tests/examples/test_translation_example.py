@@ -1,7 +1,6 @@
 """The translation example end to end on a tiny subset: train, score, save, reload."""
 
 import math
-import warnings
 
 import pytest
 
@@ -11,43 +10,17 @@ from examples.translation.translator import translate
 from keras_transformer.saving import load_pretrained
 from tests.saved_model_loader import load_in_fresh_process
 
-QUICK_RUN_WARNINGS = []
+
+@pytest.fixture
+def quick_run(translation_quick_run):
+    return translation_quick_run[:2]
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    output = tmp_path_factory.mktemp("translation")
-    argv = [
-        "--quick",
-        "--train-pairs", "300",
-        "--eval-pairs", "6",
-        "--epochs", "2",
-        "--vocabulary-size", "400",
-        "--tokens-per-batch", "1024",
-        "--beam-size", "2",
-        "--average-checkpoints", "2",
-        "--output-dir", str(output),
-        # A model this undertrained has near-ties between tokens; bfloat16 rounding in the
-        # XLA (saved samples) and graph (SavedModel) programs can break them differently.
-        # test_serving.py covers bfloat16 models on its own.
-        "--precision", "float32",
-    ]  # fmt: skip
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        scores = train.main(argv)
-    # Deprecation warnings are hidden from users by default (they come from TensorFlow).
-    QUICK_RUN_WARNINGS.extend(
-        f"{w.category.__name__}: {w.message}"
-        for w in caught
-        if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))
-    )
-    return output, scores
-
-
-def test_quick_run_warns_about_nothing_that_is_not_the_users_concern(quick_run):
+def test_quick_run_warns_about_nothing_that_is_not_the_users_concern(translation_quick_run):
+    quick_run_warnings = translation_quick_run[2]
     # Keras warned "Your input ran out of data" after every validation pass (its length was
     # unknown) and that `shuffle=True` is ignored for a dataset.
-    assert QUICK_RUN_WARNINGS == []
+    assert quick_run_warnings == []
 
 
 def test_quick_run_reports_bleu_and_writes_files(quick_run):

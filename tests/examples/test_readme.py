@@ -1,0 +1,141 @@
+"""The README is true to the code: its snippets run, its figures are the recorded ones.
+
+Every fenced block of README.md is either run here, in a folder laid out as after the
+README's commands (`runs/multi30k-quick`, `runs/sst2-quick` and `runs/pretrain` hold the
+small runs of `conftest.py`), or named below with the reason it cannot run in a test.
+"""
+
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
+README = (REPOSITORY / "README.md").read_text(encoding="utf-8")
+RESULTS = [
+    REPOSITORY / "examples" / "translation" / "RESULTS.md",
+    REPOSITORY / "examples" / "text_classification" / "RESULTS.md",
+    REPOSITORY / "benchmarks" / "RESULTS.md",
+]
+# Blocks that cannot run here, found by a line they hold, and why.
+NOT_RUN = {
+    "BertBackbone.from_preset": "downloads weights: these machines have no network",
+    "--imdb-dir DIR": "the full IMDB runs (16 min and more); IMDB is not shipped",
+}
+# Decimal numbers in the README that are not results: the arXiv id, Python's version, the
+# beam search's length penalty setting.
+NOT_FIGURES = {"1706.03762", "3.11", "0.6"}
+
+
+def blocks():
+    """`(language, code, first line number)` of every fenced block."""
+    found = []
+    for match in re.finditer(r"^```(\w*)\n(.*?)^```", README, re.MULTILINE | re.DOTALL):
+        line = README.count("\n", 0, match.start()) + 1
+        found.append((match.group(1), match.group(2), line))
+    return found
+
+
+def block_id(block):
+    return f"line{block[2]}-{block[0] or 'text'}"
+
+
+def reason_not_run(code):
+    for marker, reason in NOT_RUN.items():
+        if marker in code:
+            return reason
+    return None
+
+
+@pytest.fixture(scope="module")
+def readme_folder(tmp_path_factory, translation_quick_run, classification_quick_run):
+    """A working folder with the `runs/` the README's snippets read."""
+    import keras_transformer as kt
+    from keras_transformer.saving import load_pretrained, save_pretrained
+
+    folder = tmp_path_factory.mktemp("readme")
+    runs = folder / "runs"
+    runs.mkdir()
+    (runs / "multi30k-quick").symlink_to(translation_quick_run[0])
+    (runs / "sst2-quick").symlink_to(classification_quick_run[0])
+    # `pretrain` writes a MaskedLM and its tokenizer; an untrained one serves the snippet
+    # (test_text_classification_example.py runs the command itself).
+    tokenizer = load_pretrained(classification_quick_run[0] / "model").tokenizer
+    masked_lm = kt.models.build(
+        "masked_lm", preset="tiny", num_layers=1, vocabulary_size=tokenizer.vocabulary_size,
+        precision="float32", compile=False,
+    )  # fmt: skip
+    save_pretrained(masked_lm, runs / "pretrain" / "model", tokenizer)
+    return folder
+
+
+def test_every_block_is_run_or_named():
+    kinds = {(language, reason_not_run(code) is None) for language, code, _ in blocks()}
+    assert kinds <= {
+        ("bash", True),
+        ("bash", False),
+        ("python", True),
+        ("python", False),
+        ("", True),
+    }
+    assert sum(reason_not_run(code) is not None for _, code, _ in blocks()) == len(NOT_RUN)
+
+
+def test_quick_start_commands_are_the_main_job_and_ci():
+    language, code, _ = blocks()[0]
+    commands = [line for line in code.splitlines() if line and not line.startswith("#")]
+    assert len(commands) == 2
+    assert commands[0].endswith("&& python -m examples.translation.train --quick")
+    ci = (REPOSITORY / ".ci" / "run").read_text(encoding="utf-8")
+    # .ci/run picks the interpreter (`$PYTHON -m venv .venv`); the rest is the same line.
+    assert commands[1].startswith("python3.11 -m venv .venv && ")
+    tail = commands[1].removeprefix("python3.11")
+    assert [line for line in ci.splitlines() if line.endswith(tail)] == [f"$PYTHON{tail}"]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b for b in blocks() if b[0] == "python" and reason_not_run(b[1]) is None],
+    ids=block_id,
+)
+def test_python_snippet_runs(block, readme_folder, monkeypatch):
+    monkeypatch.chdir(readme_folder)
+    namespace = {"__name__": "readme_snippet"}
+    exec(compile(block[1], f"README.md:{block[2]}", "exec"), namespace)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b for b in blocks()[1:] if b[0] == "bash" and reason_not_run(b[1]) is None],
+    ids=block_id,
+)
+def test_shell_snippet_runs(block, readme_folder):
+    commands = [line for line in block[1].splitlines() if line.startswith("python -m examples.")]
+    assert commands, block
+    for command in commands:
+        arguments = shlex.split(command, comments=True)  # python -m MODULE ARGS...
+        result = subprocess.run(
+            [sys.executable, *arguments[1:]],
+            cwd=readme_folder,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.strip(), command
+
+
+def test_every_figure_is_a_recorded_one():
+    recorded = "\n".join(path.read_text(encoding="utf-8") for path in RESULTS)
+    prose = re.sub(r"^```.*?^```", "", README, flags=re.MULTILINE | re.DOTALL)
+    figures = set(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", prose)) - NOT_FIGURES
+    missing = sorted(
+        f for f in figures if not re.search(rf"(?<![\d.]){re.escape(f)}(?!\d)", recorded)
+    )
+    assert not missing, f"README figures found in no RESULTS.md: {missing}"
+    assert len(figures) >= 15  # the scores, times and the table of results
