@@ -95,7 +95,8 @@ def gradients(model, x):
         import jax
 
         trainable = [w.value for w in model.trainable_weights]
-        non_trainable = [w.value for w in model.non_trainable_weights]
+        # Variables, not weights: dropout's seed-generator state counts here too.
+        non_trainable = [v.value for v in model.non_trainable_variables]
 
         def fn(tw):
             out, _ = model.stateless_call(tw, non_trainable, x, training=False)

@@ -4,6 +4,9 @@ from keras import ops
 
 from keras_transformer.ops import causal_mask, scaled_dot_product_attention
 
+# Backend-agnostic: runs on JAX too (`-m backend_agnostic`).
+pytestmark = pytest.mark.backend_agnostic
+
 
 def test_causal_mask_values():
     np.testing.assert_array_equal(causal_mask(3), np.tril(np.ones((3, 3), bool)))

@@ -4,6 +4,9 @@ import pytest
 from keras_transformer.layers import FeedForward
 from tests.harness import run_layer_test
 
+# Backend-agnostic: runs on JAX too (`-m backend_agnostic`).
+pytestmark = pytest.mark.backend_agnostic
+
 
 def test_layer_contract(rng):
     run_layer_test(

@@ -5,6 +5,9 @@ import pytest
 from keras_transformer.layers import PositionEmbedding, SinusoidalPositionEncoding
 from tests.harness import run_layer_test
 
+# Backend-agnostic: runs on JAX too (`-m backend_agnostic`).
+pytestmark = pytest.mark.backend_agnostic
+
 
 def paper_table(length, width, start=0):
     pos = np.arange(start, start + length)[:, None].astype("float64")
