@@ -240,6 +240,17 @@ def test_translating_many_lengths_compiles_a_few_searches_without_a_warning(tran
     assert one_by_one == translations[::13]  # the padding does not change a translation
 
 
+def test_translating_shows_a_progress_bar_when_asked(translator_bundle, capsys):
+    from examples.translation.translator import translate
+
+    model, tokenizer = translator_bundle
+    translate(model, tokenizer, ["A dog.", "", "Two men talk."], beam_size=1, progress=True)
+    shown = capsys.readouterr().out
+    assert "2/2" in shown  # sentences, the blank one needs no search
+    translate(model, tokenizer, ["A dog."], beam_size=1)
+    assert capsys.readouterr().out == ""
+
+
 @pytest.fixture(scope="module")
 def translator_bundle():
     import keras

@@ -92,10 +92,12 @@ def test_too_high_min_tokens_per_batch_is_reported(tmp_path, capsys):
     assert not any(tmp_path.iterdir())  # nothing written before the inputs are known good
 
 
-def test_translate_command_and_saved_model_agree_on_blank_input(quick_run, capsys):
+def test_translate_command_and_saved_model_agree_on_edge_input(quick_run, capsys):
     output, _ = quick_run
-    sentences = ["", "   ", "A dog runs on the beach."]
+    # Blank lines, and a 2,000-word sentence both cut to their first 128 source tokens.
+    long = " ".join(["A dog runs on the beach."] * 400)
+    sentences = ["", "   ", "A dog runs on the beach.", long]
     translations = translate_cli.main(["--model", str(output / "model"), *sentences])
-    assert translations[:2] == ["", ""] and translations[2]
+    assert translations[:2] == ["", ""] and translations[2] and translations[3]
     served = load_in_fresh_process(output / "serving", sentences)
     assert served["batch"] == translations
