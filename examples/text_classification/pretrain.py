@@ -171,7 +171,10 @@ def run(args, argv):
         train_data,
         epochs=args.epochs,
         callbacks=[
-            keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
+            # The previous backup too: a run killed while the backup is written falls back to it.
+            keras.callbacks.BackupAndRestore(
+                os.path.join(args.output_dir, "backup"), double_checkpoint=True
+            ),
             TimeLimit(args.minutes),
         ],
         verbose=1 if sys.stdout.isatty() else 2,

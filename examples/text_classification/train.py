@@ -280,7 +280,10 @@ def run(args, argv):
     )
     os.makedirs(args.output_dir, exist_ok=True)
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
+        # The previous backup too: a run killed while the backup is written falls back to it.
+        keras.callbacks.BackupAndRestore(
+            os.path.join(args.output_dir, "backup"), double_checkpoint=True
+        ),
         keras.callbacks.EarlyStopping(
             monitor="val_accuracy", patience=args.patience, restore_best_weights=True
         ),
