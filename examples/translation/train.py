@@ -106,8 +106,8 @@ POSITIVE = (
     "average_checkpoints",
 )
 NON_NEGATIVE = ("checkpoint_every", "min_tokens_per_batch", "seed")
-# SentencePiece needs room for its 5 special pieces and the characters of the data.
-MIN_VOCABULARY_SIZE = 64
+# `SubwordTokenizer.train`'s least size with byte fallback: 4 special ids, 256 bytes, 1 piece.
+MIN_VOCABULARY_SIZE = 261
 
 
 def parse_args(argv):

@@ -24,7 +24,7 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
         (["--epochs", "-1"], "--epochs must be a positive integer; got -1"),
         (["--epochs", "0"], "--epochs must be a positive integer; got 0"),
         (["--tokens-per-batch", "0"], "--tokens-per-batch must be a positive integer; got 0"),
-        (["--vocabulary-size", "10"], "--vocabulary-size must be at least 64; got 10"),
+        (["--vocabulary-size", "260"], "--vocabulary-size must be at least 261; got 260"),
         (["--warmup-steps", "0"], "--warmup-steps must be a positive integer; got 0"),
         (["--learning-rate-scale", "0"], "--learning-rate-scale must be a positive number"),
         (["--learning-rate-scale", "nan"], "--learning-rate-scale must be a positive number"),
@@ -53,6 +53,14 @@ def test_train_rejects_a_bad_flag_in_one_line(argv, message, capsys):
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("python -m examples.translation.train: error:")
     assert message in error
+
+
+def test_least_vocabulary_size_is_the_tokenizers():
+    from keras_transformer.text import SubwordTokenizer
+
+    texts = ["a man rides a bike", "zwei Hunde spielen im Schnee"] * 50
+    with pytest.raises(ValueError, match=f"at least {train.MIN_VOCABULARY_SIZE} "):
+        SubwordTokenizer.train(texts, vocabulary_size=train.MIN_VOCABULARY_SIZE - 1)
 
 
 def test_train_rejects_an_output_dir_that_is_a_file(tmp_path, capsys):
