@@ -3,22 +3,33 @@
 import keras
 import numpy as np
 
-# Each draw advances a seed generator's counter by one; epochs start this far apart.
-EPOCH_STRIDE = 2**32
+# An epoch's seed is the generator's seed plus `epoch` times this odd constant (the golden
+# ratio's 32-bit fraction), kept under 2**31 for every backend's state dtype (JAX: uint32).
+EPOCH_STRIDE = 0x9E3779B1
+SEED_MODULUS = 2**31
+
+
+def epoch_seed(seed, epoch):
+    """The seed a generator seeded with `seed` draws with in epoch `epoch`."""
+    return (seed + epoch * EPOCH_STRIDE) % SEED_MODULUS
 
 
 class EpochSeeds(keras.callbacks.Callback):
-    """Restarts every seed generator of the model at a point fixed by the epoch.
+    """Restarts every seed generator of the model at a seed fixed by the epoch.
 
     A Keras `SeedGenerator` (one per dropout in our layers) is a seed and a counter
     that every draw advances. `BackupAndRestore` does not save the counters, so a run
     killed in epoch `e` and resumed draws, from epoch `e` on, the dropout masks of
     epoch 0 again, and ends with other weights than the run that was never killed.
-    With this callback each generator's counter is set to `epoch * 2**32` when an
-    epoch begins: an epoch's masks depend only on the seeds (fixed by
-    `keras.utils.set_random_seed` before the model is built) and the epoch number,
-    so a resumed run repeats the uninterrupted one exactly (given the same data
-    order, see the translation example).
+    With this callback each generator starts every epoch afresh, its counter at 0 and
+    its seed moved by the epoch number (`epoch_seed`): an epoch's masks depend only on
+    the seeds (fixed by `keras.utils.set_random_seed` before the model is built) and
+    the epoch number, so a resumed run repeats the uninterrupted one exactly (given the
+    same data order, see the translation example).
+
+    On PyTorch, Keras draws the masks of a dropout built without an explicit seed
+    from torch's global generator, which this callback leaves alone: resumed runs are
+    exact on TensorFlow and JAX.
 
     Example:
 
@@ -34,7 +45,8 @@ class EpochSeeds(keras.callbacks.Callback):
     """
 
     def on_train_begin(self, logs=None):
-        # A generator's state is `[seed, counter]`; draws change only the counter.
+        # A generator's state is `[seed, counter]`; draws change only the counter. Its seed
+        # as built is read here, so use a new model (or process) for each resumed run.
         self._states = [
             variable
             for variable in self.model.variables
@@ -44,4 +56,4 @@ class EpochSeeds(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         for state, seed in zip(self._states, self._seeds):
-            state.assign(np.array([seed, epoch * EPOCH_STRIDE], dtype=state.dtype))
+            state.assign(np.array([epoch_seed(seed, epoch), 0], dtype=state.dtype))
