@@ -19,6 +19,34 @@ def add_debug_flags(parser):
     )
 
 
+def add_precision_flag(parser):
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+        help="dtype policy; auto: mixed_bfloat16 on CPUs with native bfloat16, else float32",
+    )
+
+
+def load_saved_model(path, model_class, kind, trainer):
+    """The `save_pretrained` bundle at `path`, checked to hold a `model_class` and a tokenizer.
+
+    `load_pretrained` names what it was given instead (a run folder, a SavedModel, a file, a
+    missing path) and what to pass; every error is a ValueError, shown in one line.
+    """
+    from keras_transformer.saving import load_pretrained
+
+    bundle = load_pretrained(path)
+    if not isinstance(bundle.model, model_class):
+        raise ValueError(
+            f"'{path}' holds a {type(bundle.model).__name__}, not a {kind}; pass a model "
+            f"trained by {trainer}"
+        )
+    if bundle.tokenizer is None:
+        raise ValueError(f"'{path}' holds no tokenizer; save the {kind} with its tokenizer")
+    return bundle
+
+
 def flag(name):
     return f"--{name.replace('_', '-')}"
 

@@ -4,6 +4,7 @@ import argparse
 
 from examples.command_line import (  # noqa: F401 - the tools import these from here
     add_debug_flags,
+    add_precision_flag,
     check_positive,
     check_rate,
     fail,
@@ -13,12 +14,7 @@ from examples.command_line import command_line as shared_command_line
 
 
 def add_common_flags(parser):
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
-        help="dtype policy; auto: mixed_bfloat16 on CPUs with native bfloat16, else float32",
-    )
+    add_precision_flag(parser)
     parser.add_argument("--seed", type=int, default=0, help="data order, masks and weights")
     add_debug_flags(parser)
 

@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from examples.text_classification.cli import add_debug_flags, fail
+from examples.command_line import add_debug_flags, fail, load_saved_model
 
 
 def parse_args(argv):
@@ -53,19 +53,10 @@ def read_texts(args):
 
 def load_classifier(path):
     from keras_transformer.models import TransformerClassifier
-    from keras_transformer.saving import load_pretrained
 
-    # `load_pretrained` names what it was given instead (a run folder, a SavedModel, a
-    # file, a missing path) and what to pass; its error is a ValueError, shown in one line.
-    bundle = load_pretrained(path)
-    if not isinstance(bundle.model, TransformerClassifier):
-        raise ValueError(
-            f"'{path}' holds a {type(bundle.model).__name__}, not a classifier; pass a model "
-            "trained by examples.text_classification.train"
-        )
-    if bundle.tokenizer is None:
-        raise ValueError(f"'{path}' holds no tokenizer; save the classifier with its tokenizer")
-    return bundle
+    return load_saved_model(
+        path, TransformerClassifier, "classifier", "examples.text_classification.train"
+    )
 
 
 def predict(bundle, texts, batch_size=64):

@@ -28,6 +28,7 @@ import tensorflow as tf
 import keras_transformer as kt
 from examples.command_line import (
     add_debug_flags,
+    add_precision_flag,
     check_non_negative,
     check_non_negative_number,
     check_positive,
@@ -166,12 +167,7 @@ def parse_args(argv):
         help="BPE-dropout on the training pairs: P for both sides, or SOURCE,TARGET "
         "(e.g. 0.1,0 for the source only); 0: off",
     )
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
-        help="dtype policy; auto: mixed_bfloat16 on CPUs with native bfloat16, else float32",
-    )
+    add_precision_flag(parser)
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
     add_debug_flags(parser)
     args = parser.parse_args(argv)

@@ -16,6 +16,7 @@ from examples.command_line import (
     add_debug_flags,
     check_non_negative_number,
     check_positive,
+    load_saved_model,
     run_command,
 )
 
@@ -49,24 +50,14 @@ def parse_args(argv):
     return args
 
 
-# TensorFlow loads in seconds: imported once the arguments are known to be good, so a
-# wrong flag fails at once.
-
-
 def load_translator(path):
-    """The `save_pretrained` bundle at `path`, checked to be a translation model."""
+    # Imported once the arguments are known to be good: TensorFlow takes seconds to load,
+    # and a wrong flag fails at once.
     from keras_transformer.models import Seq2SeqTransformer
-    from keras_transformer.saving import load_pretrained
 
-    bundle = load_pretrained(path)
-    if not isinstance(bundle.model, Seq2SeqTransformer):
-        raise ValueError(
-            f"'{path}' holds a {type(bundle.model).__name__}, not a translation model; pass "
-            "a model trained by examples.translation.train"
-        )
-    if bundle.tokenizer is None:
-        raise ValueError(f"'{path}' holds no tokenizer; save it with one to translate text")
-    return bundle
+    return load_saved_model(
+        path, Seq2SeqTransformer, "translation model", "examples.translation.train"
+    )
 
 
 def run(args, argv):
