@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -21,9 +22,9 @@ def test_layer_contract(rng):
 def test_output_dim_and_values(rng):
     layer = FeedForward(intermediate_dim=6, output_dim=3)
     x = rng.standard_normal((2, 4, 5)).astype("float32")
-    out = np.asarray(layer(x))
-    w1, b1 = (np.asarray(w) for w in layer.intermediate_dense.weights)
-    w2, b2 = (np.asarray(w) for w in layer.output_dense.weights)
+    out = keras.ops.convert_to_numpy(layer(x))  # not np.asarray: PyTorch outputs require grad
+    w1, b1 = (keras.ops.convert_to_numpy(w) for w in layer.intermediate_dense.weights)
+    w2, b2 = (keras.ops.convert_to_numpy(w) for w in layer.output_dense.weights)
     np.testing.assert_allclose(out, np.maximum(x @ w1 + b1, 0) @ w2 + b2, rtol=1e-5, atol=1e-6)
 
 
