@@ -16,7 +16,13 @@ import pytest
 from keras_transformer.models import Seq2SeqTransformer
 from keras_transformer.training import LabelSmoothedCrossEntropy
 
-pytestmark = pytest.mark.backend_agnostic
+pytestmark = [
+    pytest.mark.backend_agnostic,
+    pytest.mark.skipif(
+        keras.backend.backend() == "torch",
+        reason="eager PyTorch needs over 150 s for these 496 steps on two cores (TF ~8 s)",
+    ),
+]
 
 PAD, START, END, FIRST_SYMBOL = 0, 1, 2, 3
 NUM_SYMBOLS, LENGTH = 6, 4  # 6**4 = 1296 distinct sequences
@@ -71,8 +77,9 @@ def test_tiny_model_copies_training_and_held_out_sequences_exactly():
         start_id=START,
         end_id=END,
         max_length=LENGTH + 3,  # room to run past END, were END not learned
-        # A TensorFlow graph compiles faster than XLA here; JAX needs jit.
-        jit_compile=keras.backend.backend() != "tensorflow",
+        # A TensorFlow graph compiles faster than XLA here, PyTorch's jit is torch.compile
+        # (minutes); JAX needs jit.
+        jit_compile=keras.backend.backend() == "jax",
     )
     # The output ends at the last column any row filled: pad it to a common width.
     decoded = np.asarray(decoded)
