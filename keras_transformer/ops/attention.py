@@ -148,7 +148,10 @@ def scaled_dot_product_attention(
         value = ops.repeat(value, num_heads // num_kv_heads, axis=2)
 
     dropout_active = bool(training) and dropout > 0.0
-    if not dropout_active and not return_attention_scores and _fused_kernel_supports(query.dtype):
+    # JAX's fused kernel (and Keras' fallback for it) wants the value's head size equal to
+    # the query's; a value of another size takes the explicit path.
+    fusable = value.shape[-1] == head_dim and _fused_kernel_supports(query.dtype)
+    if not dropout_active and not return_attention_scores and fusable:
         outputs = ops.dot_product_attention(
             query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
         )

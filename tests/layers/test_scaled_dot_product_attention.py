@@ -1,4 +1,3 @@
-import keras
 import numpy as np
 import pytest
 
@@ -37,19 +36,6 @@ def test_rank3_inputs_are_one_head(rng):
     assert scores.shape == (B, T, S)
 
 
-# `keras_transformer.ops.scaled_dot_product_attention` hands a value head size that differs
-# from the query's to `keras.ops.dot_product_attention`, which on JAX requires them equal
-# (`jax.nn.dot_product_attention`: "value shape should be [B, S, K, H]"; Keras' fallback
-# then fails to reshape). Strict: it fails loudly once fixed.
-JAX_VALUE_HEAD_SIZE_BUG = pytest.mark.xfail(
-    keras.backend.backend() == "jax",
-    reason="library bug on JAX: value head size != query head size fails in the fused kernel",
-    raises=(TypeError, ValueError),
-    strict=True,
-)
-
-
-@JAX_VALUE_HEAD_SIZE_BUG
 def test_layer_equals_function(rng):
     q = rng.standard_normal((B, T, H, D)).astype("float32")
     k = rng.standard_normal((B, T, H, D)).astype("float32")
