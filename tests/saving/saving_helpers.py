@@ -46,3 +46,34 @@ def dead_pid():
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     return process.pid
+
+
+# The small English-German corpus, tokenizer and model the saving tests share.
+SENTENCES = [
+    "A man rides a bike.",
+    "Ein Mann fährt Fahrrad.",
+    "Two dogs play in the snow.",
+    "Zwei Hunde spielen im Schnee.",
+] * 20
+VOCABULARY_SIZE = 80
+
+
+def train_tokenizer(vocabulary_size=VOCABULARY_SIZE):
+    from keras_transformer.text import SubwordTokenizer
+
+    return SubwordTokenizer.train(SENTENCES, vocabulary_size=vocabulary_size, byte_fallback=False)
+
+
+def tiny_model(dtype=None):
+    """A 1 + 1-layer translation model over the tokenizer's 80 ids."""
+    from keras_transformer.models import Seq2SeqTransformer
+
+    return Seq2SeqTransformer(
+        VOCABULARY_SIZE,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        hidden_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        dtype=dtype,
+    )

@@ -18,19 +18,22 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer.models import Seq2SeqTransformer
 from keras_transformer.saving import export_serving, load_pretrained, save_pretrained
 from keras_transformer.saving.atomic import host_tag, leftover_name, recover_directory
-from keras_transformer.text import SubwordTokenizer
-from tests.saving.saving_helpers import dead_pid, file_hashes
+from tests.saving.saving_helpers import (
+    dead_pid,
+    file_hashes,
+    tiny_model,
+    train_tokenizer,
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer()
+
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
-SENTENCES = [
-    "A man rides a bike.",
-    "Ein Mann fährt Fahrrad.",
-    "Two dogs play in the snow.",
-    "Zwei Hunde spielen im Schnee.",
-] * 20
 INPUTS = {
     "encoder_token_ids": np.array([[5, 6, 7, 0], [8, 9, 10, 11]], "int32"),
     "decoder_token_ids": np.array([[2, 12, 13], [2, 14, 0]], "int32"),
@@ -111,22 +114,6 @@ CHILD_SCRIPT = textwrap.dedent(
     sys.exit("the save finished without pausing")
     """
 )
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return SubwordTokenizer.train(SENTENCES, vocabulary_size=80, byte_fallback=False)
-
-
-def tiny_model():
-    return Seq2SeqTransformer(
-        80,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        hidden_dim=16,
-        num_heads=2,
-        intermediate_dim=32,
-    )
 
 
 def kill_while_saving(saver, point, target, tokenizer_dir):

@@ -7,36 +7,25 @@ import pytest
 
 from keras_transformer.models import MaskedLM, Seq2SeqTransformer, TransformerLM
 from keras_transformer.saving import PretrainedDirectoryError, load_pretrained, save_pretrained
-from keras_transformer.text import SubwordTokenizer
 from keras_transformer.version import __version__
-from tests.saving.saving_helpers import assert_modes, modes, umask
-
-SENTENCES = [
-    "A man rides a bike.",
-    "Ein Mann fährt Fahrrad.",
-    "Two dogs play in the snow.",
-    "Zwei Hunde spielen im Schnee.",
-] * 20
-INPUTS = {
-    "encoder_token_ids": np.array([[5, 6, 7, 0], [8, 9, 10, 11]], "int32"),
-    "decoder_token_ids": np.array([[2, 12, 13], [2, 14, 0]], "int32"),
-}
+from tests.saving.saving_helpers import (
+    assert_modes,
+    modes,
+    tiny_model,
+    train_tokenizer,
+    umask,
+)
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return SubwordTokenizer.train(SENTENCES, vocabulary_size=80, byte_fallback=False)
+    return train_tokenizer()
 
 
-def tiny_model():
-    return Seq2SeqTransformer(
-        80,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        hidden_dim=16,
-        num_heads=2,
-        intermediate_dim=32,
-    )
+INPUTS = {
+    "encoder_token_ids": np.array([[5, 6, 7, 0], [8, 9, 10, 11]], "int32"),
+    "decoder_token_ids": np.array([[2, 12, 13], [2, 14, 0]], "int32"),
+}
 
 
 def test_round_trip(tmp_path, tokenizer):
@@ -100,9 +89,7 @@ def truncate_to_half(path):
 def other_tokenizer(directory):
     """Replaces the tokenizer by one of another model, with 60 ids instead of 80."""
     shutil.rmtree(directory / "tokenizer")
-    SubwordTokenizer.train(SENTENCES, vocabulary_size=60, byte_fallback=False).save(
-        directory / "tokenizer"
-    )
+    train_tokenizer(vocabulary_size=60).save(directory / "tokenizer")
 
 
 WEIGHTS_UNREADABLE = (

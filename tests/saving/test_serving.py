@@ -11,40 +11,28 @@ import pytest
 from examples.translation.translator import translate
 from keras_transformer.models import Seq2SeqTransformer, TransformerLM
 from keras_transformer.saving import export_serving
-from keras_transformer.text import SubwordTokenizer
 from tests.saved_model_loader import load_in_fresh_process
-from tests.saving.saving_helpers import assert_modes, modes, umask
+from tests.saving.saving_helpers import (
+    assert_modes,
+    modes,
+    tiny_model,
+    train_tokenizer,
+    umask,
+)
 from tests.saving.serving_probes import probe, run_probes
 
-SENTENCES = [
-    "A man rides a bike.",
-    "Ein Mann fährt Fahrrad.",
-    "Two dogs play in the snow.",
-    "Zwei Hunde spielen im Schnee.",
-] * 20
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer()
+
+
 QUERIES = [
     "A man rides a bike.",
     "Two dogs.",
     "",
     "A man rides a bike in the snow with two dogs.",
 ]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return SubwordTokenizer.train(SENTENCES, vocabulary_size=80, byte_fallback=False)
-
-
-def tiny_model(dtype=None):
-    return Seq2SeqTransformer(
-        80,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        hidden_dim=16,
-        num_heads=2,
-        intermediate_dim=32,
-        dtype=dtype,
-    )
 
 
 tensorflow_only = pytest.mark.skipif(
