@@ -200,6 +200,15 @@ class MultiHeadAttention(keras.layers.Layer):
             projection.supports_masking = True
         self.built = True
 
+    def _quantized(self):
+        # A quantised projection's `kernel` holds integers without their scales, so
+        # concatenating kernels would be wrong; the projections then run through their
+        # own quantised calls instead (measured in benchmarks/quantization.py).
+        return any(
+            d.quantization_mode is not None
+            for d in (self.query_dense, self.key_dense, self.value_dense)
+        )
+
     def _project_self_attention(self, x):
         """Query, key and value of one input with a single matrix multiplication."""
         dense = (self.query_dense, self.key_dense, self.value_dense)
@@ -270,7 +279,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 check_rank(name, tensor.shape, 3, "`(batch, length, features)`")
 
         self_attention = key is None and value is query
-        if self_attention and self._value_dim == self._key_dim:
+        if self_attention and self._value_dim == self._key_dim and not self._quantized():
             q, k, v = self._project_self_attention(query)
         else:
             q = self.query_dense(query)
