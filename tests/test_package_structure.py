@@ -14,10 +14,20 @@ ALLOWED = {
     "ops": {"ops"},
     "layers": {"ops", "layers"},
     "training": {"ops", "training"},
-    "models": {"ops", "layers", "models", "training", "generation"},
+    "distribution": {"distribution"},
+    "models": {"ops", "layers", "models", "training", "generation", "distribution"},
     "generation": {"ops", "generation"},
     "text": {"text"},
-    "saving": {"ops", "layers", "models", "generation", "training", "text", "saving"},
+    "saving": {
+        "ops",
+        "layers",
+        "models",
+        "generation",
+        "training",
+        "distribution",
+        "text",
+        "saving",
+    },
 }
 
 

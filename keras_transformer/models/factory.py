@@ -1,5 +1,6 @@
 """`build`: a Transformer of a named size for a task, compiled with the paper's recipe."""
 
+import contextlib
 import dataclasses
 import inspect
 import numbers
@@ -13,6 +14,7 @@ try:  # Keras's printer: stdout, or absl logging after `keras.config.disable_int
 except ImportError:  # pragma: no cover - Keras versions that moved the private helper
     print_msg = print
 
+from keras_transformer.distribution.mesh import format_mesh, make_distribution
 from keras_transformer.models.masked_lm import MaskedLM
 from keras_transformer.models.presets import PRESET_FIELDS, PRESETS
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
@@ -303,7 +305,28 @@ def _loss_and_metrics(task, label_smoothing, pad_id):
     return LabelSmoothedCrossEntropy(label_smoothing, pad_id=pad_id), [MaskedAccuracy(pad_id)]
 
 
-def build(task, preset="base", precision="auto", jit_compile="auto", compile=True, **overrides):
+def _distribution_context(distribution):
+    """Where the model's variables are created: under the distribution, if any."""
+    if distribution is None:
+        return contextlib.nullcontext()
+    if isinstance(
+        distribution, (keras.distribution.DataParallel, keras.distribution.ModelParallel)
+    ):
+        # Global rather than a scope: `fit`, `evaluate` and `predict` split batches by it.
+        keras.distribution.set_distribution(distribution)
+        return contextlib.nullcontext()
+    return distribution.scope()  # a tf.distribute.Strategy: the model keeps it
+
+
+def build(
+    task,
+    preset="base",
+    precision="auto",
+    jit_compile="auto",
+    compile=True,
+    mesh=None,
+    **overrides,
+):
     """Builds a Transformer for a task at a preset size, compiled with the paper's recipe.
 
     The model is a `Seq2SeqTransformer` (`"translation"`), a
@@ -335,6 +358,16 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
         jit_compile: `"auto"`, `True` or `False`, passed to `compile`.
             Defaults to `"auto"`.
         compile: bool, whether to compile the model. Defaults to `True`.
+        mesh: `None`, or a device mesh shape `(data, model)`: `"4x2"`, `"8"`
+            (data parallel) or a tuple. The model is created and compiled
+            under `keras_transformer.distribution.make_distribution(mesh, ...)`:
+            on JAX a `keras.distribution.DataParallel` or `ModelParallel`
+            (weights split over `model` devices by `get_layout_map`), made
+            Keras' global distribution (`keras.distribution.set_distribution`,
+            which `fit` reads; `set_distribution(None)` undoes it); on
+            TensorFlow a `tf.distribute.MirroredStrategy` (data parallel
+            only), whose scope the model keeps. Batches must then divide by
+            `data`. Defaults to `None` (one device, global state untouched).
         **overrides: arguments of the model class (required: the vocabulary
             sizes, and `num_classes` for classification) and preset fields
             (`num_layers`, `hidden_dim`, `intermediate_dim`, `num_heads`,
@@ -423,8 +456,43 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
     kwargs = _model_kwargs(task, preset_values, overrides, model_arguments)
     if task == "translation":
         kwargs["share_embeddings"] = _share_embeddings(overrides)
-    model = model_cls(**kwargs, dtype=precision)
+    # Checked (mesh against devices and heads) before anything is created.
+    distribution = None if mesh is None else make_distribution(mesh, kwargs)
+    with _distribution_context(distribution):
+        model = _create_and_compile(
+            model_cls, kwargs, precision, compile, preset_values, task, jit_compile
+        )
 
+    model.build_info = {
+        "task": task,
+        "preset": preset,
+        "backend": backend,
+        "device": device.name,
+        "precision": precision,
+        "precision_reason": precision_reason,
+        "jit_compile": jit_compile,
+        "jit_compile_reason": jit_reason,
+        "num_params": model.count_params(),
+        "compiled": compile,
+        "mesh": None if mesh is None else format_mesh(mesh),
+        "distribution": None if distribution is None else type(distribution).__name__,
+    }
+    placement = (
+        ""
+        if distribution is None
+        else f"; mesh={model.build_info['mesh']} ({model.build_info['distribution']})"
+    )
+    print_msg(
+        f"keras_transformer.models.build: {task} / {preset}, "
+        f"{model.build_info['num_params']:,} parameters, {backend} on {device.name}; "
+        f"precision={precision} ({precision_reason}); "
+        f"jit_compile={jit_compile} ({jit_reason}){placement}"
+    )
+    return model
+
+
+def _create_and_compile(model_cls, kwargs, precision, compile, preset_values, task, jit_compile):
+    model = model_cls(**kwargs, dtype=precision)
     if compile:
         optimizer = paper_optimizer(
             model.hidden_dim,
@@ -440,23 +508,4 @@ def build(task, preset="base", precision="auto", jit_compile="auto", compile=Tru
         # `fit`, TensorFlow creates them inside the traced step and traces it twice (the
         # first `fit` of the tiny preset: 16 s of CPU instead of 8 s).
         model.optimizer.build(model.trainable_variables)
-
-    model.build_info = {
-        "task": task,
-        "preset": preset,
-        "backend": backend,
-        "device": device.name,
-        "precision": precision,
-        "precision_reason": precision_reason,
-        "jit_compile": jit_compile,
-        "jit_compile_reason": jit_reason,
-        "num_params": model.count_params(),
-        "compiled": compile,
-    }
-    print_msg(
-        f"keras_transformer.models.build: {task} / {preset}, "
-        f"{model.build_info['num_params']:,} parameters, {backend} on {device.name}; "
-        f"precision={precision} ({precision_reason}); "
-        f"jit_compile={jit_compile} ({jit_reason})"
-    )
     return model
