@@ -1,0 +1,91 @@
+"""Data-parallel training on 2 logical CPUs with TensorFlow's `MirroredStrategy`.
+
+Runs in its own process (conftest.py splits the CPU before TensorFlow starts):
+
+    python -m pytest -m multi_device
+
+The batches hold no padding, so each replica averages its loss over as many tokens as the
+others and the mean of the replicas' losses is the one-device loss.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+
+pytestmark = [
+    pytest.mark.multi_device,
+    pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.distribute"),
+]
+
+VOCABULARY = 64
+CONFIG = dict(
+    source_vocabulary_size=VOCABULARY,
+    num_layers=1,
+    hidden_dim=32,
+    num_heads=4,
+    intermediate_dim=64,
+    dropout=0.0,
+)
+BATCH, STEPS = 16, 3
+LOSS_TOLERANCE = 1e-4  # as on JAX: summation order only
+
+
+@pytest.fixture(scope="module", autouse=True)
+def two_logical_cpus():
+    import tensorflow as tf
+
+    count = len(tf.config.list_logical_devices("CPU"))
+    assert count == 2, (
+        f"{count} logical CPU(s): run `python -m pytest -m multi_device`, which splits the CPU "
+        "in two (tests/distribution/conftest.py)"
+    )
+
+
+def batches():
+    rng = np.random.default_rng(0)
+    source = rng.integers(3, VOCABULARY, (BATCH * STEPS, 8)).astype("int32")
+    target = rng.integers(3, VOCABULARY, (BATCH * STEPS, 7)).astype("int32")
+    decoder = np.concatenate([np.ones_like(target[:, :1]), target[:, :-1]], axis=1)
+    return {"encoder_token_ids": source, "decoder_token_ids": decoder}, target
+
+
+def build(mesh=None):
+    return kt.models.build("translation", preset="tiny", precision="float32", mesh=mesh, **CONFIG)
+
+
+def train(model):
+    inputs, labels = batches()
+    history = model.fit(inputs, labels, batch_size=BATCH, epochs=2, shuffle=False, verbose=0)
+    return np.array(history.history["loss"])
+
+
+def test_mirrored_training_matches_one_device_and_saves(tmp_path):
+    import tensorflow as tf
+
+    single = build()
+    initial = single.get_weights()
+    reference = train(single)
+
+    mirrored = build("2x1")
+    strategy = mirrored.distribute_strategy
+    assert isinstance(strategy, tf.distribute.MirroredStrategy)
+    assert strategy.num_replicas_in_sync == 2
+    assert mirrored.build_info["mesh"] == "2x1"
+    mirrored.set_weights(initial)
+    losses = train(mirrored)
+    np.testing.assert_allclose(losses, reference, rtol=LOSS_TOLERANCE)
+    # Training moved the weights: the comparison above is not between two untrained models.
+    assert not np.allclose(mirrored.get_weights()[0], initial[0])
+
+    inputs = {key: value[:BATCH] for key, value in batches()[0].items()}
+    # `predict`, not `predict_on_batch`: under MirroredStrategy Keras 3.15's
+    # `predict_on_batch` returns every replica's copy of the batch (32 rows for 16).
+    expected = mirrored.predict(inputs, batch_size=BATCH, verbose=0)
+    assert expected.shape == (BATCH, 7, VOCABULARY)
+    path = str(tmp_path / "mirrored.keras")
+    with strategy.scope():
+        mirrored.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(loaded.predict_on_batch(inputs), expected, atol=1e-5)
