@@ -216,6 +216,7 @@ def make_translation_dataset(
     cache=True,
     min_tokens_per_batch=0,
     subword_dropout=0.0,
+    batch_size_multiple=1,
 ):
     """Batches of (source, target) sentence pairs for teacher-forced training.
 
@@ -270,6 +271,12 @@ def make_translation_dataset(
             Sequences get longer (~+20% tokens at `0.05` on Multi30k), so an epoch
             holds more batches. Needs `pairs` as a list; `cache` is ignored.
             Defaults to `0.0` (the fixed segmentation).
+        batch_size_multiple: int, make every batch's size a multiple of this
+            (the data-parallel replicas of a device mesh, which split each batch
+            evenly): full batches are rounded down to a multiple (at least one
+            multiple, which may exceed `tokens_per_batch` for the longest
+            buckets) and smaller batches get rows of padding, which the
+            label-smoothed loss and `MaskedAccuracy` ignore. Defaults to `1`.
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_token_ids": [B, S], "decoder_token_ids":
@@ -288,6 +295,15 @@ def make_translation_dataset(
     for name, value in (("tokens_per_batch", tokens_per_batch), ("max_length", max_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
             raise ValueError(f"`{name}` must be an int >= 2. Received: {name}={value!r}")
+    if (
+        isinstance(batch_size_multiple, bool)
+        or not isinstance(batch_size_multiple, int)
+        or batch_size_multiple < 1
+    ):
+        raise ValueError(
+            "`batch_size_multiple` must be a positive int, e.g. the data-parallel size of a "
+            f"device mesh. Received: batch_size_multiple={batch_size_multiple!r}"
+        )
     if max_length > tokens_per_batch:
         raise ValueError(
             f"`max_length` ({max_length}) must be <= `tokens_per_batch` ({tokens_per_batch}), "
@@ -343,7 +359,11 @@ def make_translation_dataset(
 
     boundaries = length_bucket_boundaries(max_length)
     # A bucket's sequences are at most `boundary - 1` long, so this many fit the budget.
-    batch_sizes = [tokens_per_batch // (boundary - 1) for boundary in boundaries]
+    multiple = batch_size_multiple
+    batch_sizes = [
+        max(multiple, tokens_per_batch // (boundary - 1) // multiple * multiple)
+        for boundary in boundaries
+    ]
     batch_sizes.append(batch_sizes[-1])  # Never used: lengths stop at max_length.
     dataset = dataset.bucket_by_sequence_length(
         element_length_func=lambda encoder_ids, decoder_ids, labels: tf.maximum(
@@ -361,6 +381,15 @@ def make_translation_dataset(
                 tf.maximum(tf.size(encoder_ids), tf.size(decoder_ids)) >= min_tokens_per_batch
             )
         )
+    if multiple > 1:
+        # The flushed partial batches: whole rows of padding carry no label and no loss.
+        def pad_rows(*ids):
+            missing = tf.math.floormod(-tf.shape(ids[0])[0], multiple)
+            return tuple(
+                tf.pad(part, [[0, missing], [0, 0]], constant_values=pad_id) for part in ids
+            )
+
+        dataset = dataset.map(pad_rows)
     if shuffle:
         # Spreads each epoch's flushed partial batches among the full ones.
         dataset = dataset.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)

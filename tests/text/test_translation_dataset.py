@@ -213,6 +213,23 @@ def test_min_tokens_per_batch_drops_only_the_small_batches(pairs, tokenizer):
     assert sorted(_rows(kept)) == sorted(_rows([b for b in every if tokens(b) >= 256]))
 
 
+def test_batch_size_multiple_pads_rows_and_keeps_every_pair(pairs, tokenizer):
+    subset = pairs[:500]
+    plain = _batches(make_translation_dataset(subset, tokenizer, tokens_per_batch=512))
+    batches = _batches(
+        make_translation_dataset(subset, tokenizer, tokens_per_batch=512, batch_size_multiple=4)
+    )
+    assert any(len(encoder) % 4 for encoder, _, _ in plain)  # the case is exercised
+    padding_rows = 0
+    for encoder, decoder, labels in batches:
+        assert len(encoder) % 4 == 0 and len(encoder) == len(decoder) == len(labels)
+        assert encoder.size <= 512 or len(encoder) == 4
+        padding_rows += int(np.sum(~labels.any(axis=1)))
+    assert padding_rows > 0
+    rows = [row for row in _rows(batches) if row[2]]  # real rows have labels
+    assert sorted(rows) == sorted(_rows(plain))
+
+
 def test_pad_to_bucket_boundary_gives_few_shapes(pairs, tokenizer):
     max_length = 64
     batches = _batches(
@@ -259,6 +276,7 @@ def test_accepts_a_dataset_of_string_pairs(pairs, tokenizer):
         ({"subword_dropout": "0.1"}, r"Received: subword_dropout='0.1'"),
         ({"subword_dropout": (0.1, -0.1)}, r"a \(source, target\) pair"),
         ({"subword_dropout": (0.1, 0.1, 0.1)}, r"a \(source, target\) pair"),
+        ({"batch_size_multiple": 0}, r"`batch_size_multiple` must be a positive int"),
     ],
 )
 def test_bad_arguments_raise(pairs, tokenizer, kwargs, match):
