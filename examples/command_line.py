@@ -28,6 +28,44 @@ def add_precision_flag(parser):
     )
 
 
+def add_mesh_flag(parser):
+    parser.add_argument(
+        "--mesh",
+        default=None,
+        help="train on a device mesh DATAxMODEL, e.g. 8 (data parallel over 8 devices) or "
+        "2x4 (the model split over 4, JAX only); on a CPU the devices are simulated. "
+        "See docs/distribution.md",
+    )
+
+
+def check_mesh(parser, value):
+    """`--mesh` as `(data, model)`, or `None`; a bad value is a one-line usage error."""
+    if value is None:
+        return None
+    from keras_transformer.distribution import parse_mesh
+
+    try:
+        return parse_mesh(value)
+    except ValueError:
+        parser.error(
+            f"--mesh must be DATAxMODEL or DATA with positive sizes, e.g. 8 or 2x4; got {value!r}"
+        )
+
+
+def prepare_devices(mesh):
+    """Before any computation: join the other hosts, or split the CPU into the mesh's devices.
+
+    On one machine the CPU is split into `data * model` devices (JAX; TensorFlow when it has
+    no GPU), which only changes anything where there are no accelerators.
+    """
+    from keras_transformer.distribution import join_hosts, simulate_cpu_devices
+
+    if mesh is None or join_hosts():
+        return
+    data, model = mesh
+    simulate_cpu_devices(data * model)
+
+
 def load_saved_model(path, model_class, kind, trainer):
     """The `save_pretrained` bundle at `path`, checked to hold a `model_class` and a tokenizer.
 

@@ -13,6 +13,7 @@ attention and position-table pictures.
 Runs:
     python -m examples.translation.train --quick      # a few minutes on 2 CPU cores
     python -m examples.translation.train              # the full run (see RESULTS.md)
+    KERAS_BACKEND=jax python -m examples.translation.train --quick --mesh 8   # 8 devices
 """
 
 import argparse
@@ -28,13 +29,16 @@ import tensorflow as tf
 import keras_transformer as kt
 from examples.command_line import (
     add_debug_flags,
+    add_mesh_flag,
     add_precision_flag,
+    check_mesh,
     check_non_negative,
     check_non_negative_number,
     check_positive,
     check_positive_number,
     check_rate,
     command_line,
+    prepare_devices,
     run_command,
 )
 from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
@@ -168,6 +172,7 @@ def parse_args(argv):
         "(e.g. 0.1,0 for the source only); 0: off",
     )
     add_precision_flag(parser)
+    add_mesh_flag(parser)
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
     add_debug_flags(parser)
     args = parser.parse_args(argv)
@@ -197,6 +202,7 @@ def check_arguments(parser, args):
     check_non_negative_number(parser, "length_penalty", args.length_penalty)
     if args.dropout is not None:
         check_rate(parser, "dropout", args.dropout)
+    args.mesh = check_mesh(parser, args.mesh)
     if not os.path.isdir(args.data_dir):
         parser.error(f"--data-dir '{args.data_dir}' is not a directory")
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
@@ -228,6 +234,7 @@ def resumed_epoch(backup_dir):
 
 def run(args, argv):
     command = command_line("examples.translation.train", argv)
+    prepare_devices(args.mesh)  # before the backend runs anything
     keras.utils.set_random_seed(args.seed)
     started = time.time()
 
@@ -252,13 +259,17 @@ def run(args, argv):
     for name in sizes:
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
+    # With --mesh, the mesh is checked against the devices and heads here, before anything
+    # is written.
     model = kt.models.build(
-        "translation", preset=args.preset, precision=args.precision, **overrides
+        "translation", preset=args.preset, precision=args.precision, mesh=args.mesh, **overrides
     )
     print("model:", json.dumps(model.build_info))
 
     # Only XLA compiles per shape; the plain TensorFlow runtime is faster on unpadded batches.
     fixed_shapes = bool(model.build_info["jit_compile"])
+    # The data-parallel replicas split every batch evenly.
+    batch_size_multiple = args.mesh[0] if args.mesh else 1
     train_data = make_translation_dataset(
         train_pairs,
         tokenizer,
@@ -268,12 +279,14 @@ def run(args, argv):
         pad_to_bucket_boundary=fixed_shapes,
         min_tokens_per_batch=args.min_tokens_per_batch,
         subword_dropout=args.subword_dropout,
+        batch_size_multiple=batch_size_multiple,
     )
     val_data = make_translation_dataset(
         splits["val"],
         tokenizer,
         tokens_per_batch=args.tokens_per_batch,
         pad_to_bucket_boundary=fixed_shapes,
+        batch_size_multiple=batch_size_multiple,
     )
 
     # Bucketing hides the dataset's length from Keras; counting it once gives the first

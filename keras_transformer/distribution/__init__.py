@@ -7,5 +7,13 @@ from keras_transformer.distribution.mesh import (
     make_distribution,
     parse_mesh,
 )
+from keras_transformer.distribution.simulation import simulate_cpu_devices
 
-__all__ = ["format_mesh", "get_layout_map", "join_hosts", "make_distribution", "parse_mesh"]
+__all__ = [
+    "format_mesh",
+    "get_layout_map",
+    "join_hosts",
+    "make_distribution",
+    "parse_mesh",
+    "simulate_cpu_devices",
+]

@@ -43,6 +43,8 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
         (["--epochs", "two"], "--epochs: invalid int value: 'two'"),
         (["--data-dir", "/nonexistent/multi30k"], "--data-dir '/nonexistent/multi30k' is not a"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--mesh", "4x"], "--mesh must be DATAxMODEL or DATA with positive sizes, e.g. 8 or 2x4"),
+        (["--mesh", "0x2"], "--mesh must be DATAxMODEL or DATA with positive sizes"),
     ],
 )
 def test_train_rejects_a_bad_flag_in_one_line(argv, message, capsys):
