@@ -8,13 +8,7 @@ op, and only when the run selects `-m multi_device`, so the main suite keeps one
 import keras
 import pytest
 
-JAX_DEVICES = 8
 TF_DEVICES = 2
-JAX_COMMAND = (
-    "XLA_FLAGS=--xla_force_host_platform_device_count=8 KERAS_BACKEND=jax "
-    "python -m pytest -m multi_device"
-)
-TF_COMMAND = "python -m pytest -m multi_device"
 
 
 def pytest_configure(config):

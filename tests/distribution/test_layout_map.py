@@ -157,3 +157,36 @@ def test_tensorflow_refuses_a_model_axis():
 def test_torch_has_no_engine_here():
     with pytest.raises(ValueError, match="No distribution engine for the 'torch' backend"):
         make_distribution("1x1")
+
+
+def test_the_guide_and_ci_run_the_same_multi_device_commands():
+    import pathlib
+
+    repository = pathlib.Path(__file__).resolve().parents[2]
+    guide = (repository / "docs" / "distribution.md").read_text(encoding="utf-8")
+    ci = (repository / ".ci" / "run").read_text(encoding="utf-8")
+    for command in (
+        "XLA_FLAGS=--xla_force_host_platform_device_count=8 KERAS_BACKEND=jax "
+        "python -m pytest -m multi_device",
+        "python -m pytest -m multi_device",
+    ):
+        assert f"\n{command}\n" in guide
+        assert f"&& {command}" in ci
+
+
+def test_the_benchmark_plans_the_multi_accelerator_run():
+    import pathlib
+    import subprocess
+    import sys
+
+    repository = pathlib.Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "benchmarks/distribution.py", "--accelerators", "--dry-run"],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+        env={"KERAS_BACKEND": "jax", "PATH": ""},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "preset base" in result.stdout
+    assert "meshes for 8 devices: 1x1, 2x1, 4x1, 8x1, 2x4, 1x8" in result.stdout
