@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.ops import get_keras_mask
+from keras_transformer.ops.cross_entropy import label_smoothed_cross_entropy
 
 try:  # Keras keeps masks in a side table for tensors that take no attributes (JAX arrays).
     from keras.src.backend import set_keras_mask as _set_keras_mask
@@ -160,32 +161,17 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         # Keras hands labels over as float32; token ids are exact there below 2**24.
         labels = ops.cast(y_true, "int32")
 
-        if self.from_logits:
-            log_probs = ops.log_softmax(y_pred, axis=-1)
-        else:
-            log_probs = ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))
-
         valid = None
         if self.pad_id is not None:
             valid = ops.not_equal(labels, self.pad_id)
             # A pad id outside [0, vocab_size) (e.g. -100) has no one-hot column.
             labels = ops.where(valid, labels, ops.zeros_like(labels))
 
-        # A dense one-hot product rather than a gather: the gather's gradient
-        # scatters into a (batch, length, vocab) tensor, which took longer than
-        # the rest of the loss together on CPU.
-        vocabulary_size = ops.shape(log_probs)[-1]
-        one_hot = ops.one_hot(labels, vocabulary_size, dtype="float32")
-        if self.label_smoothing > 0:
-            # ε/V on each of the V classes: the docstring's target distribution.
-            target = (1.0 - self.label_smoothing) * one_hot + (
-                self.label_smoothing / ops.cast(vocabulary_size, "float32")
-            )
-            losses = -ops.sum(log_probs * target, axis=-1)
+        if self.from_logits:
+            # Written out with its gradient: half the passes over the logits of autodiff.
+            losses = label_smoothed_cross_entropy(labels, y_pred, self.label_smoothing)
         else:
-            # `where`, not a product: 0 * -inf would be NaN when a class other
-            # than the label has probability zero.
-            losses = -ops.sum(ops.where(one_hot > 0, log_probs, 0.0), axis=-1)
+            losses = self._from_probabilities(labels, y_pred)
 
         if valid is not None:
             # `where`, not a multiplication: log-probabilities at padded
@@ -195,6 +181,19 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             # averages over the surviving tokens only.
             _attach_mask(losses, valid)
         return losses
+
+    def _from_probabilities(self, labels, probabilities):
+        log_probs = ops.log(ops.clip(probabilities, keras.config.epsilon(), 1.0))
+        # A dense one-hot product rather than a gather: the gather's gradient
+        # scatters into a (batch, length, vocab) tensor, which took longer than
+        # the rest of the loss together on CPU.
+        vocabulary_size = ops.shape(log_probs)[-1]
+        one_hot = ops.one_hot(labels, vocabulary_size, dtype="float32")
+        # ε/V on each of the V classes: the docstring's target distribution.
+        target = (1.0 - self.label_smoothing) * one_hot + (
+            self.label_smoothing / ops.cast(vocabulary_size, "float32")
+        )
+        return -ops.sum(log_probs * target, axis=-1)
 
     def get_config(self):
         config = super().get_config()
