@@ -1,6 +1,7 @@
 """The Transformer's layers, one public class per module."""
 
 from keras_transformer.layers.activations import gelu_approximate
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.position_embedding import PositionEmbedding
@@ -13,6 +14,7 @@ from keras_transformer.layers.transformer_encoder import TransformerEncoder
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
+    "Dropout",
     "FeedForward",
     "MultiHeadAttention",
     "PositionEmbedding",

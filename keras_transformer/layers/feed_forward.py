@@ -1,5 +1,6 @@
 import keras
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.validation import check_positive_int, check_rate
 
@@ -72,7 +73,7 @@ class FeedForward(keras.layers.Layer):
             **common,
         )
         self.intermediate_dense.build(inputs_shape)
-        self.activation_dropout = keras.layers.Dropout(
+        self.activation_dropout = Dropout(
             self.dropout, dtype=self.dtype_policy, name="activation_dropout"
         )
         self.output_dense = keras.layers.Dense(

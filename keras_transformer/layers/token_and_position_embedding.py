@@ -3,6 +3,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.position_embedding import PositionEmbedding
 from keras_transformer.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from keras_transformer.layers.validation import (
@@ -157,7 +158,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 name="embedding_layer_norm",
             )
             self.embedding_layer_norm.build(hidden_shape)
-        self.embedding_dropout = keras.layers.Dropout(
+        self.embedding_dropout = Dropout(
             self.dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.built = True

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
@@ -98,7 +99,7 @@ class TransformerBlockBase(keras.layers.Layer):
         return layer
 
     def _dropout(self, name):
-        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=name)
+        return Dropout(self.dropout, dtype=self.dtype_policy, name=name)
 
     def _build_feed_forward(self, inputs_shape):
         self.feed_forward = FeedForward(

@@ -8,7 +8,8 @@ deterministic; the band says the rate is `p`, not merely near it), and every kep
 must be exactly the inference value divided by `1 - p`.
 
 Seeds. Only `MultiHeadAttention` takes a `seed` argument. `FeedForward`,
-`TokenAndPositionEmbedding` and the blocks use `keras.layers.Dropout` without one, so
+`TokenAndPositionEmbedding` and the blocks use `keras_transformer.layers.Dropout` (Keras's
+layer with a faster mask on TensorFlow) without one, so
 their masks come from Keras' global seed (`keras.utils.set_random_seed`) at construction:
 rebuilt after the same global seed they repeat, after another they differ. The blocks do
 not pass a seed to their attention either.
