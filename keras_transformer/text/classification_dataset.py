@@ -193,6 +193,25 @@ def _check_positive_int(name, value):
     return int(value)
 
 
+@tf.autograph.experimental.do_not_convert
+def _complete_batch(ids, labels, multiple):
+    """`(ids, labels, weights)`, completed to a multiple of `multiple` rows of weight 0.
+
+    The extra rows repeat the batch's own rows rather than holding padding only: they are
+    ordinary inputs for any model, where a row without a token is a corner case that a
+    pooling layer may answer with NaN, which a weight of 0 does not cancel (`0 * nan`).
+    """
+    rows = tf.shape(labels)[0]
+    missing = tf.math.floormod(-rows, multiple)
+    copies = tf.math.floormod(tf.range(missing), rows)
+    weights = tf.concat([tf.ones([rows], tf.float32), tf.zeros([missing], tf.float32)], 0)
+    return (
+        tf.concat([ids, tf.gather(ids, copies)], 0),
+        tf.concat([labels, tf.gather(labels, copies)], 0),
+        weights,
+    )
+
+
 def make_classification_dataset(
     texts,
     labels,
@@ -204,6 +223,7 @@ def make_classification_dataset(
     seed=None,
     head_fraction=0.25,
     bucket=True,
+    batch_size_multiple=1,
 ):
     """Batches of (token ids, label) for training or evaluating a `TransformerClassifier`.
 
@@ -240,10 +260,20 @@ def make_classification_dataset(
         bucket: bool, batch texts of similar length together. `False` batches them
             in (shuffled) order, padding each batch to its longest row.
             Defaults to `True`.
+        batch_size_multiple: int, make every batch's size a multiple of this: the
+            data-parallel replicas of a device mesh, which split each batch evenly.
+            `batch_size` must be a multiple of it; a smaller batch (a bucket's
+            leftover, the last one) is completed with copies of its own rows
+            whose sample weight is 0, so a loss with
+            `reduction="mean_with_sample_weight"` and Keras' metrics count only
+            the real rows. With a value above 1 the dataset yields
+            `(token_ids, labels, sample_weights)`. Defaults to `1`.
 
     Returns:
         A `tf.data.Dataset` of `(token_ids, labels)`: int32 `(batch, length)` ids
-        padded at the end of each row with 0, and int32 `(batch,)` labels.
+        padded at the end of each row with 0, and int32 `(batch,)` labels; with
+        `batch_size_multiple` above 1, `(token_ids, labels, sample_weights)`,
+        float32 `(batch,)` weights of 1 for the real rows and 0 for the copies.
 
     Example:
 
@@ -255,6 +285,13 @@ def make_classification_dataset(
         num_classes = _check_positive_int("num_classes", num_classes)
     labels = _check_labels(labels, len(texts), num_classes)
     batch_size = _check_positive_int("batch_size", batch_size)
+    multiple = _check_positive_int("batch_size_multiple", batch_size_multiple)
+    if batch_size % multiple:
+        raise ValueError(
+            f"`batch_size` ({batch_size}) must be a multiple of `batch_size_multiple` "
+            f"({multiple}), the replicas that split each batch evenly. Pass e.g. "
+            f"batch_size={max(multiple, batch_size // multiple * multiple)}."
+        )
     max_length = _check_max_length(max_length, allow_none=False)
     head_fraction = _check_head_fraction(head_fraction)
     if seed is not None and not _is_int(seed):
@@ -298,6 +335,10 @@ def make_classification_dataset(
     else:
         dataset = dataset.padded_batch(
             batch_size, padded_shapes=([None], []), padding_values=(tokenizer.pad_id, 0)
+        )
+    if multiple > 1:
+        dataset = dataset.map(
+            lambda ids, batch_labels: _complete_batch(ids, batch_labels, multiple)
         )
     # See `make_translation_dataset`: with autotuning, deleting an iterator (Keras does
     # so every epoch) waits for its sleeping thread, up to a minute.

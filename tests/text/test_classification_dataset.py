@@ -305,3 +305,38 @@ def test_dataset_bad_arguments(tokenizer, kwargs, match):
     }
     with pytest.raises(ValueError, match=match):
         make_classification_dataset(**arguments)
+
+
+def test_batch_size_multiple_completes_batches_with_weightless_copies(tokenizer, texts):
+    labels = list(range(len(texts)))  # a label per example, to find it again
+    plain = _epoch(
+        make_classification_dataset(texts, labels, tokenizer, batch_size=16, max_length=64)
+    )
+    dataset = make_classification_dataset(
+        texts, labels, tokenizer, batch_size=16, max_length=64, batch_size_multiple=8
+    )
+    assert dataset.element_spec[2].dtype == tf.float32
+    assert any(len(batch_labels) % 8 for _, batch_labels in plain)  # the case is exercised
+    real, copies = [], 0
+    for ids, batch_labels, weights in dataset:
+        ids, batch_labels, weights = ids.numpy(), batch_labels.numpy(), weights.numpy()
+        assert len(batch_labels) % 8 == 0 and len(ids) == len(weights) == len(batch_labels)
+        assert set(np.unique(weights)) <= {0.0, 1.0}
+        kept = int(weights.sum())
+        assert np.all(weights[:kept] == 1)  # the real rows first, then the copies
+        assert tokenizer.decode(ids) == [texts[label] for label in batch_labels]
+        real += batch_labels[:kept].tolist()
+        copies += len(batch_labels) - kept
+        # Each copy repeats one of its batch's real rows.
+        assert set(batch_labels[kept:]) <= set(batch_labels[:kept])
+    assert sorted(real) == labels and 0 < copies
+    assert copies == sum(-len(batch_labels) % 8 for _, batch_labels in plain)
+
+
+def test_batch_size_multiple_must_divide_the_batch_size(tokenizer, texts):
+    with pytest.raises(ValueError, match=r"`batch_size` \(16\) must be a multiple of .*\(3\)"):
+        make_classification_dataset(
+            texts, [0] * len(texts), tokenizer, batch_size=16, batch_size_multiple=3
+        )
+    with pytest.raises(ValueError, match=r"`batch_size_multiple` must be a positive integer"):
+        make_classification_dataset(texts, [0] * len(texts), tokenizer, batch_size_multiple=0)
