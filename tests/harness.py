@@ -12,9 +12,17 @@ It checks, for one layer configuration and one input:
   80-100 s a model on two cores, the XLA check is skipped and the step runs eagerly);
 - every trainable weight gets a finite, non-zero gradient;
 - under `mixed_float16` and `mixed_bfloat16` the outputs are finite and in the
-  compute dtype while the weights stay float32.
+  compute dtype while the weights stay float32;
+- (once per layer class) `model.quantize` ("int8", "int4", "float8") on a copy gives
+  finite outputs near the float ones (a wrong scale is off by orders of magnitude) and
+  the int8 copy, saved to `.keras` and loaded, the same outputs; LoRA on every
+  projection starts as an exact no-op.
+  (`tests/reference/test_quantization_parity.py` holds the layers to the error
+  Keras core's and keras-hub's own layers make with the same weights.)
 """
 
+import contextlib
+import gc
 import json
 import os
 import tempfile
@@ -128,6 +136,7 @@ def run_layer_test(
     run_xla=True,
     run_gradients=True,
     run_mixed_precision=True,
+    run_quantization=True,
     expected_num_trainable_weights=None,
     zero_gradient_weights=ZERO_GRADIENT_WEIGHTS,
 ):
@@ -195,4 +204,78 @@ def run_layer_test(
             for weight in mixed.weights:
                 if "float" in weight.dtype:
                     assert weight.dtype == "float32", (weight.path, weight.dtype)
+
+    if run_quantization and layer_cls not in _QUANTIZATION_CHECKED:
+        # Once per layer class and process: a few seconds each, and one configuration
+        # exercises every projection the class has.
+        _QUANTIZATION_CHECKED.add(layer_cls)
+        check_quantization_and_lora(model, x)
     return layer
+
+
+# Quantisation error allowed relative to the outputs' mean magnitude: loose, as layers
+# differ; the bug this guards against (integer kernels without their scales) was >1,000x.
+_QUANTIZATION_CHECKED = set()
+QUANTIZATION_TOLERANCE = {"int8": 0.15, "int4": 0.6, "float8": 0.5}
+
+
+def _projections(model):
+    return [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense))
+    ]
+
+
+def _copy_of(model):
+    copy = keras.Model.from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+@contextlib.contextmanager
+def without_gc_collect():
+    """Keras runs `gc.collect()` for every float kernel `quantize` deletes: ~0.3 s each
+    in a test process full of objects, most of a quantisation test's time."""
+    collect = gc.collect
+    gc.collect = lambda *args, **kwargs: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+
+
+def check_quantization_and_lora(model, x):
+    with without_gc_collect():
+        _check_quantization_and_lora(model, x)
+
+
+def _check_quantization_and_lora(model, x):
+    if not _projections(model) and not any(
+        isinstance(layer, keras.layers.Embedding) for layer in model._flatten_layers()
+    ):
+        return
+    reference = ops.convert_to_numpy(model(x, training=False))  # the weights after `fit`
+    scale = float(np.mean(np.abs(reference))) + 1e-6
+    for mode, tolerance in QUANTIZATION_TOLERANCE.items():
+        quantized = _copy_of(model)
+        quantized.quantize(mode)
+        outputs = ops.convert_to_numpy(quantized(x, training=False))
+        assert np.all(np.isfinite(outputs)), mode
+        error = float(np.max(np.abs(outputs - reference)))
+        assert error <= tolerance * scale, (mode, error, scale)
+        if mode != "int8":
+            continue  # one mode's save and load shows the sub-layers' policies come back
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "quantized.keras")
+            quantized.save(path)
+            loaded = keras.saving.load_model(path)
+        np.testing.assert_array_equal(ops.convert_to_numpy(loaded(x, training=False)), outputs)
+
+    adapted = _copy_of(model)
+    projections = _projections(adapted)
+    for layer in projections:
+        layer.enable_lora(2)
+    if projections:
+        outputs = ops.convert_to_numpy(adapted(x, training=False))
+        np.testing.assert_array_equal(outputs, reference)

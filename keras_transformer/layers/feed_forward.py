@@ -2,11 +2,12 @@ import keras
 
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.layers.validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class FeedForward(keras.layers.Layer):
+class FeedForward(SublayerQuantization, keras.layers.Layer):
     """The position-wise feed-forward network, `FFN(x) = max(0, x W1 + b1) W2 + b2`.
 
     Two dense layers applied to each position separately (section 3.3 of the

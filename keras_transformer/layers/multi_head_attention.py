@@ -2,13 +2,14 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.layers.validation import check_positive_int, check_rank, check_rate
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.masks import causal_mask, check_mask_shape, merge_masks
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     """Multi-head attention (Vaswani et al., 2017, section 3.2.2).
 
     `MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O` with

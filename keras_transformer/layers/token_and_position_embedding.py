@@ -6,6 +6,7 @@ from keras import ops
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.position_embedding import PositionEmbedding
 from keras_transformer.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.layers.validation import (
     check_one_of,
     check_positive_int,
@@ -17,7 +18,7 @@ POSITIONS = ("sinusoidal", "learned", None)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class TokenAndPositionEmbedding(keras.layers.Layer):
+class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
     """Token embedding scaled by √d, plus position encoding, plus dropout.
 
     The input layer of the paper's encoder and decoder: "In the embedding
@@ -182,9 +183,16 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     def attend(self, inputs):
         """Logits `inputs @ embeddingsᵀ`, shape `(..., vocabulary_size)`, in the input dtype.
 
-        The output projection tied to the token embedding (section 3.4).
+        The output projection tied to the token embedding (section 3.4). After
+        `model.quantize` the table is read through the embedding layer itself,
+        which applies the quantisation scales (its `embeddings` holds the raw
+        integers).
         """
-        embeddings = ops.cast(self.token_embedding.embeddings, inputs.dtype)
+        if self.token_embedding.quantization_mode is None:
+            embeddings = self.token_embedding.embeddings
+        else:
+            embeddings = self.token_embedding(ops.arange(self.vocabulary_size, dtype="int32"))
+        embeddings = ops.cast(embeddings, inputs.dtype)
         return ops.matmul(inputs, ops.transpose(embeddings))
 
     def compute_mask(self, inputs, mask=None):

@@ -6,10 +6,11 @@ from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.layers.validation import check_positive_int, check_rate
 
 
-class TransformerBlockBase(keras.layers.Layer):
+class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
     """Base of `TransformerEncoderBlock` and `TransformerDecoderBlock` (not public).
 
     Each sub-layer (attention or feed-forward) is wrapped in a residual

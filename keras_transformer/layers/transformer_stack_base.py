@@ -4,10 +4,11 @@ import inspect
 
 import keras
 
+from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.layers.validation import check_positive_int
 
 
-class TransformerStackBase(keras.layers.Layer):
+class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
     """Base of `TransformerEncoder` and `TransformerDecoder` (not public).
 
     Subclasses set `block_class`. Every constructor argument other than

@@ -4,6 +4,12 @@ from keras import ops
 from keras_transformer.models.encoder_model_base import EncoderModelBase
 
 
+def _gelu_erf(x):
+    # The exact GELU through `erf`: Keras's "gelu" runs TensorFlow's `erfc`, which
+    # tf2onnx cannot convert, so `export(format="onnx")` failed; equal to 1e-7.
+    return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedLM(EncoderModelBase):
     """A Transformer encoder with a masked-language-model head (BERT's pretraining).
@@ -69,6 +75,8 @@ class MaskedLM(EncoderModelBase):
           Understanding", section 3.1 and appendix A.1.
     """
 
+    INPUT_NAMES = ("token_ids", "mask_positions")
+
     def __init__(
         self,
         vocabulary_size,
@@ -110,7 +118,7 @@ class MaskedLM(EncoderModelBase):
         )
         self.embedding = self.encoder.get_layer("embedding")
         self.head_dense = keras.layers.Dense(
-            hidden_dim, activation="gelu", dtype=self.dtype_policy, name="head_dense"
+            hidden_dim, activation=_gelu_erf, dtype=self.dtype_policy, name="head_dense"
         )
         self.head_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="head_layer_norm"

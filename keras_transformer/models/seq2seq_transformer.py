@@ -65,6 +65,8 @@ class Seq2SeqTransformer(TransformerModelBase):
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
 
+    INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
+
     def __init__(
         self,
         source_vocabulary_size,

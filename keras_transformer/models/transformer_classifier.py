@@ -188,6 +188,16 @@ class TransformerClassifier(EncoderModelBase):
         pooled = self.head_dropout(self.pool(hidden, token_ids), training=training)
         return self.float32_logits(self.classifier_head(pooled))
 
+    def enable_lora(self, rank, lora_alpha=None, target_names=None):
+        """LoRA on the encoder (see `TransformerModelBase.enable_lora`); the head trains.
+
+        The classification head is new for the task, so it stays trainable; freeze it
+        with `model.classifier_head.trainable = False`.
+        """
+        super().enable_lora(rank, lora_alpha=lora_alpha, target_names=target_names)
+        for variable in self.classifier_head.weights:
+            variable.trainable = True
+
     def get_config(self):
         config = super().get_config()
         config.update({"num_classes": self.num_classes, "pooling": self.pooling})

@@ -1,9 +1,19 @@
-"""What the Transformer models share: padding masks, float32 logits, build-on-construct."""
+"""What the Transformer models share: padding masks, float32 logits, build-on-construct,
+quantised layers in the config, LoRA and export signatures."""
+
+import os
+import tempfile
 
 import keras
 from keras import ops
 
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.sublayer_quantization import quantize_sublayers, quantized_sublayers
 from keras_transformer.layers.validation import check_positive_int
+
+# The projections LoRA adapts by default: every attention and feed-forward projection.
+LORA_TARGETS = ("query", "key", "value", "attention_output", "intermediate_dense", "output_dense")
 
 
 class TransformerModelBase(keras.Model):
@@ -12,7 +22,12 @@ class TransformerModelBase(keras.Model):
     Subclasses create their layers in `__init__` and build them in `_build_layers`, so
     a model has its weights as soon as it exists (like a functional model): saving,
     loading and weight transfer never depend on a first call.
+
+    Subclasses name their inputs in `INPUT_NAMES` (int32 token ids of any batch size
+    and length), which `export` uses as its default `input_signature`.
     """
+
+    INPUT_NAMES = ("token_ids",)
 
     def __init__(self, pad_id=0, **kwargs):
         super().__init__(**kwargs)
@@ -47,6 +62,139 @@ class TransformerModelBase(keras.Model):
         for name, value in dims.items():
             check_positive_int(name, value)
 
+    def _sublayers(self):
+        # Keras's own `Model.quantize` walks the layers the same way.
+        return list(self._flatten_layers(include_self=False))
+
+    def get_config(self):
+        config = super().get_config()
+        # Our layers do not serialise their sub-layers, so a layer quantised by
+        # `model.quantize` is recorded here and quantised again on load, before its
+        # (integer) weights are read.
+        quantized = quantized_sublayers(self)
+        if quantized:
+            config["quantized_layers"] = quantized
+        return config
+
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        config = dict(config)
+        quantized = config.pop("quantized_layers", None)
+        model = cls(**config)
+        if quantized:
+            quantize_sublayers(model, quantized)
+        return model
+
+    def lora_targets(self, target_names=None):
+        """The `Dense` / `EinsumDense` projections `enable_lora` adapts.
+
+        Args:
+            target_names: names of the projections, among `"query"`, `"key"`,
+                `"value"`, `"attention_output"` (attention) and
+                `"intermediate_dense"`, `"output_dense"` (feed-forward).
+                Defaults to all six.
+
+        Returns:
+            A list of layers.
+        """
+        names = LORA_TARGETS if target_names is None else tuple(target_names)
+        unknown = sorted(set(names) - set(LORA_TARGETS))
+        if unknown or not names:
+            raise ValueError(
+                f"`target_names` must be a non-empty subset of {list(LORA_TARGETS)}. "
+                f"Received: target_names={target_names!r}."
+            )
+        targets = []
+        for parent in self._sublayers():
+            if isinstance(parent, (MultiHeadAttention, FeedForward)):
+                targets += [
+                    layer
+                    for layer in parent._flatten_layers(include_self=False)
+                    if layer.name in names and hasattr(layer, "enable_lora")
+                ]
+        return targets
+
+    def enable_lora(self, rank, lora_alpha=None, target_names=None):
+        """Freezes the model and adds LoRA adapters to its projections.
+
+        Every existing weight becomes non-trainable; each target projection gets
+        two low-rank matrices `A` (random) and `B` (zeros), so the model starts
+        computing exactly what it computed before and `fit` trains only `A` and
+        `B`. Works on a quantised model too (int8: QLoRA). Saving writes each
+        kernel with its LoRA delta merged in (Keras's `EinsumDense` / `Dense`
+        behaviour); `merge_lora` gives the merged model for serving.
+
+        Args:
+            rank: int, the rank of the adapters.
+            lora_alpha: float, the adapters' scale is `lora_alpha / rank`.
+                Defaults to `rank`.
+            target_names: see `lora_targets`. Defaults to every attention and
+                feed-forward projection.
+
+        References:
+            - [Hu et al., 2021](https://arxiv.org/abs/2106.09685)
+        """
+        check_positive_int("rank", rank)
+        targets = self.lora_targets(target_names)
+        enabled = [layer.name for layer in targets if layer.lora_enabled]
+        if enabled:
+            raise ValueError(
+                f"LoRA is already enabled on {len(enabled)} projections of this model; "
+                "enable it once, or merge it first with `model.merge_lora()`."
+            )
+        # Adapters made while a layer is frozen would be frozen too: enable, then freeze
+        # every other variable (a flag per variable; the layers stay trainable).
+        self.trainable = True
+        for layer in targets:
+            layer.enable_lora(rank, lora_alpha=lora_alpha)
+        adapters = {id(v) for layer in targets for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
+        for variable in self.weights:
+            if id(variable) not in adapters:
+                variable.trainable = False
+
+    def merge_lora(self):
+        """A copy of this model with every LoRA delta merged into its kernel.
+
+        The copy has the original architecture and no LoRA weights: what to serve
+        or export after LoRA fine-tuning.
+
+        Returns:
+            A new model of the same class.
+        """
+        merged = type(self).from_config(self.get_config())
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "merged.weights.h5")
+            # Keras writes a LoRA-enabled kernel with its delta merged in.
+            self.save_weights(path)
+            merged.load_weights(path)
+        return merged
+
+    def export_input_signature(self):
+        """The default `input_signature` of `export`: int32 ids, any batch and length."""
+        return {
+            name: keras.InputSpec(shape=(None, None), dtype="int32", name=name)
+            for name in self.INPUT_NAMES
+        }
+
+    def export(
+        self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs
+    ):
+        """`keras.Model.export` with our inputs as the default signature.
+
+        Keras infers a subclassed model's signature from its first call; ours are
+        built on construction, so `export` works before any call, with the inputs
+        of `export_input_signature` (a dict of int32 `(batch, length)` ids).
+
+        Args:
+            filepath: where to write the artifact.
+            format: `"tf_saved_model"` or `"onnx"` (and Keras's other formats).
+                Defaults to `"tf_saved_model"`.
+            verbose: bool, print a message. Defaults to `None` (Keras's default).
+            input_signature: Defaults to `[model.export_input_signature()]`.
+            **kwargs: passed to `keras.Model.export`.
+        """
+        if input_signature is None:
+            input_signature = [self.export_input_signature()]
+        return super().export(
+            filepath, format=format, verbose=verbose, input_signature=input_signature, **kwargs
+        )
