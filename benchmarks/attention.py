@@ -388,11 +388,12 @@ class PeakMemory:
 # One measurement.
 
 
-def measure(contender, length, settings, rss=True):
+def measure(contender, length, settings, rss=True, run_limit_bytes=None):
     """Time and memory of one (contender, length); a dict, with `error` if it failed.
 
     Keys: `ms` (median forward+backward), `peak_mib` (with `rss`: peak RSS above the RSS before
-    the measured call), `xla_temp_mib` (JAX), `path` (which attention ran), `error`.
+    the measured call), `xla_temp_mib` (JAX), `path` (which attention ran), `error`. A step
+    whose XLA temporaries exceed `run_limit_bytes` is compiled but not run (no `ms`).
     """
     import keras
 
@@ -407,6 +408,8 @@ def measure(contender, length, settings, rss=True):
         result["path"] = info.get("path", "eager")
         if "xla_temp_bytes" in info:
             result["xla_temp_mib"] = info["xla_temp_bytes"] / 2**20
+            if run_limit_bytes is not None and info["xla_temp_bytes"] > run_limit_bytes:
+                return result
         x = step.inputs(length, seed=1)
         memory = PeakMemory()
         if rss:
