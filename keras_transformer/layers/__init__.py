@@ -3,6 +3,7 @@
 from keras_transformer.layers.activations import gelu_approximate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.position_embedding import PositionEmbedding
 from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
@@ -16,6 +17,7 @@ from keras_transformer.layers.transformer_encoder_block import TransformerEncode
 __all__ = [
     "Dropout",
     "FeedForward",
+    "LayerNormalization",
     "MultiHeadAttention",
     "PositionEmbedding",
     "ScaledDotProductAttention",

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.position_embedding import PositionEmbedding
 from keras_transformer.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
@@ -153,7 +154,7 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
             self.position_embedding.build(hidden_shape)
         self.embedding_layer_norm = None
         if self.layer_norm:
-            self.embedding_layer_norm = keras.layers.LayerNormalization(
+            self.embedding_layer_norm = LayerNormalization(
                 epsilon=self.layer_norm_epsilon,
                 dtype=self.dtype_policy,
                 name="embedding_layer_norm",

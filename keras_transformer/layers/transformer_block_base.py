@@ -5,6 +5,7 @@ import keras
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.layers.validation import check_positive_int, check_rate
@@ -93,7 +94,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         )
 
     def _layer_norm(self, name, inputs_shape):
-        layer = keras.layers.LayerNormalization(
+        layer = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
         layer.build(inputs_shape)

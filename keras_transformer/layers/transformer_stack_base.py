@@ -4,6 +4,7 @@ import inspect
 
 import keras
 
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.layers.validation import check_positive_int
 
@@ -45,7 +46,7 @@ class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
         self.final_layer_norm = None
         if self.norm_first:
             # Pre-norm leaves the residual stream unnormalized; the stack normalizes it once.
-            self.final_layer_norm = keras.layers.LayerNormalization(
+            self.final_layer_norm = LayerNormalization(
                 epsilon=self._block_config["layer_norm_epsilon"],
                 dtype=self.dtype_policy,
                 name="final_layer_norm",

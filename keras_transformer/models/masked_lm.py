@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.models.encoder_model_base import EncoderModelBase
 
 
@@ -120,7 +121,7 @@ class MaskedLM(EncoderModelBase):
         self.head_dense = keras.layers.Dense(
             hidden_dim, activation=_gelu_erf, dtype=self.dtype_policy, name="head_dense"
         )
-        self.head_layer_norm = keras.layers.LayerNormalization(
+        self.head_layer_norm = LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="head_layer_norm"
         )
         self.build()

@@ -3,6 +3,7 @@
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.cross_entropy import label_smoothed_cross_entropy
 from keras_transformer.ops.dropout import dropout
+from keras_transformer.ops.layer_norm import layer_normalization
 from keras_transformer.ops.masks import (
     causal_mask,
     get_keras_mask,
@@ -15,6 +16,7 @@ __all__ = [
     "dropout",
     "get_keras_mask",
     "label_smoothed_cross_entropy",
+    "layer_normalization",
     "merge_masks",
     "padding_to_attention_mask",
     "scaled_dot_product_attention",

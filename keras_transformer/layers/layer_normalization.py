@@ -1,0 +1,44 @@
+import keras
+
+from keras_transformer.ops.layer_norm import layer_normalization
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LayerNormalization(keras.layers.LayerNormalization):
+    """`keras.layers.LayerNormalization` with a hand-written gradient on TensorFlow.
+
+    Same arguments, weights (`gamma`, `beta`) and serialisation as Keras's
+    layer. Over the last axis with both `scale` and `center` on TensorFlow it
+    runs `keras_transformer.ops.layer_normalization`, whose written-out
+    gradient takes about a third less time than the automatic one on CPU;
+    on other backends, whose compilers fuse the normalisation, and for other
+    settings it is Keras's layer. Statistics are computed in float32 either way.
+
+    Args:
+        axis: int or list of ints, the axes to normalise. Defaults to `-1`.
+        epsilon: float, added to the variance. Defaults to `1e-3` (Keras's).
+        **kwargs: the other arguments of `keras.layers.LayerNormalization`
+            (`center`, `scale`, initializers, regularizers, constraints) and
+            base layer arguments such as `name` and `dtype`.
+
+    Example:
+
+    >>> layer = LayerNormalization(epsilon=1e-6)
+    >>> layer(keras.ops.ones((2, 3, 8))).shape
+    (2, 3, 8)
+
+    References:
+        - [Ba et al., 2016](https://arxiv.org/abs/1607.06450)
+    """
+
+    def call(self, inputs):
+        last_axis_only = self.axis in (-1, len(inputs.shape) - 1, [-1], [len(inputs.shape) - 1])
+        if (
+            keras.backend.backend() == "tensorflow"
+            and last_axis_only
+            and self.scale
+            and self.center
+            and not self.rms_scaling
+        ):
+            return layer_normalization(inputs, self.gamma, self.beta, self.epsilon)
+        return super().call(inputs)
