@@ -26,6 +26,7 @@ import sys
 import time
 
 import keras
+import numpy as np
 
 import keras_transformer as kt
 from examples.text_classification import data
@@ -98,6 +99,13 @@ def parse_args(argv):
     parser.add_argument(
         "--init-from", default=None, help="a masked LM saved by ...text_classification.pretrain"
     )
+    parser.add_argument(
+        "--lora-rank",
+        type=int,
+        default=None,
+        help="with --init-from: fine-tune LoRA adapters of this rank on the encoder's "
+        "projections (and the new head) instead of every weight",
+    )
     parser.add_argument("--output-dir", default=None, help="defaults to runs/<dataset>[-...]")
     parser.add_argument("--vocabulary-size", type=int, default=None)
     parser.add_argument("--max-length", type=int, default=None, help="ids per text, cut beyond")
@@ -147,10 +155,18 @@ def parse_args(argv):
             "train.jsonl.gz and test.jsonl.gz, e.g. written by "
             "`python -m examples.text_classification.download_imdb --output-dir DIR`"
         )
+    if args.lora_rank is not None:
+        check_positive(parser, "lora_rank", args.lora_rank)
+        if args.init_from is None:
+            parser.error(
+                "--lora-rank fine-tunes a pretrained encoder: pass --init-from (LoRA on a "
+                "random encoder would train adapters on frozen noise)"
+            )
     if args.init_from is not None and not os.path.isdir(args.init_from):
         parser.error(f"--init-from: no directory at '{args.init_from}'")
     if args.output_dir is None:
         suffix = "-quick" if args.quick else ("-finetuned" if args.init_from else "")
+        suffix += f"-lora{args.lora_rank}" if args.lora_rank else ""
         args.output_dir = os.path.join("runs", args.dataset + suffix)
     return args
 
@@ -251,6 +267,10 @@ def run(args, argv):
             f"{tokenizer.vocabulary_size} pieces"
         )
     model = make_model(args, tokenizer, pretrained)
+    if args.lora_rank:
+        model.enable_lora(args.lora_rank)
+    trainable = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    print(f"trainable parameters: {trainable:,} of {model.count_params():,}")
 
     def dataset(texts, labels, training):
         return make_classification_dataset(
@@ -297,6 +317,8 @@ def run(args, argv):
         shuffle=False,  # the dataset shuffles itself; Keras cannot shuffle a tf.data.Dataset
     )
     training_seconds = time.time() - started
+    if args.lora_rank:
+        model = model.merge_lora()  # the deltas in the kernels: a plain model to score and save
 
     reported_data = dataset(*reported, training=False)
     predictions, labels, _ = classify(model, reported_data)
@@ -328,6 +350,8 @@ def run(args, argv):
         "train_texts": len(train_texts),
         "scores": scores,
         "epochs_run": len(history.epoch),
+        "lora_rank": args.lora_rank,
+        "trainable_parameters": trainable,
         "history": {k: [round(float(v), 5) for v in vs] for k, vs in history.history.items()},
         "init_from": args.init_from,
         "command": command,
