@@ -434,10 +434,19 @@ def summarise_error(error):
     import re
 
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
-    skip = ("in user code", "File ", "Exception encountered", "Arguments received", "•", "raise ")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    lines = [line for line in lines if not line.startswith(skip)] or [""]
-    message = re.sub(r"^\w+(Error|Exception): ", "", lines[0])
+    message = lines[0] if lines else ""
+    # Keras wraps a layer's error: "Exception encountered when calling X.call()." then the cause.
+    for i, line in enumerate(lines):
+        if "Exception encountered when calling" in line and i + 1 < len(lines):
+            message = lines[i + 1]
+            break
+    else:
+        # TensorFlow's "in user code:" traceback ends with "SomeError: message".
+        raised = [line for line in lines if re.match(r"^\w+(Error|Exception): ", line)]
+        if raised:
+            message = raised[-1]
+    message = re.sub(r"^\w+(Error|Exception): ", "", message)
     return f"{type(error).__name__}: {message}"[:200]
 
 
@@ -634,11 +643,25 @@ def main(argv=None):
         "4 bytes × heads × n²; `peak / scores` counts how many such matrices were alive at the "
         "peak."
     )
+    paths = sorted({r["path"] for r in results if "path" in r})
+    notes = [f"CPU: {cpu_description()}", summary]
+    if backend == "tensorflow":
+        notes.append(
+            "Paths: on TensorFlow `keras.ops.dot_product_attention` has no fused kernel (Keras' "
+            "TensorFlow backend refuses flash_attention=True), so ours and Keras core run the "
+            "same einsum-softmax-einsum as the naive reference and keep (batch, heads, n, n) "
+            "float32 matrices for the backward pass: memory O(n²). A fused (flash) kernel, "
+            "JAX's cuDNN attention on an NVIDIA GPU, keeps O(n): see `benchmarks/gpu.py`."
+        )
+    notes.append(f"Attention paths seen: {', '.join(paths) or '—'}")
+    notes.append("Growth over the last doubling: " + ("; ".join(growth) or "—"))
     elapsed = time.perf_counter() - started
     load = (
         f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
         f"end on {os.cpu_count()} cores; wall time {elapsed:.0f} s"
     )
+    if max(load_at_start, load_average()) > 0.5 * (os.cpu_count() or 1):
+        load += " (other jobs shared the machine: times are inflated and noisy, memory is not)"
     print()
     print(table)
     print(summary)
@@ -651,12 +674,7 @@ def main(argv=None):
             "benchmarks/attention.py",
             backend,
             found,
-            [
-                f"CPU: {cpu_description()}",
-                summary,
-                "Growth over the last doubling: " + ("; ".join(growth) or "—"),
-                load,
-            ],
+            notes + [load],
             table,
         )
         print(f"appended to {args.output}")

@@ -65,7 +65,7 @@ def test_flags_are_checked():
         gpu.parse_args(["--steps", "0"])
     args = gpu.parse_args(["--dry-run", "--batch", "3"])
     assert args.settings["batch"] == 3 and args.settings["presets"] == ("tiny",)
-    assert gpu.parse_args([]).settings["presets"] == ("base", "big")
+    assert gpu.parse_args([]).settings["presets"] == ("big", "base")
 
 
 def test_reused_benchmark_functions_keep_their_signatures():
