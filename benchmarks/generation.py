@@ -11,6 +11,7 @@ separate source and target embeddings, output tied to the target embedding):
   (output tokens) and per beam (hypothesis tokens, i.e. x4), to compare with greedy's;
 * ``ours greedy x4``: greedy search on 4 copies of the batch, as many decoder rows as
   beam-4 has: what beam search's bookkeeping (top-k, cache reordering) costs on top;
+* ``ours top-k``: `generate(method="top_k", top_k=10)`, sampling from the 10 likeliest;
 * ``ours uncached``: the same greedy search without a cache: every step re-runs the whole
   decoder over the fixed-size target buffer (static shapes, so it compiles) and reads the
   logits at the current position (timed with one call per round: it is slow);
@@ -19,7 +20,12 @@ separate source and target embeddings, output tied to the target embedding):
   `cross_attention_cache`), driven by `keras_hub.samplers.GreedySampler` the way
   `BartSeq2SeqLM.generate_step` does, except that the cross-attention cache is filled
   by one decoder call on the start token instead of the whole padded target buffer
-  (cheaper than keras-hub's own model).
+  (cheaper than keras-hub's own model);
+* ``keras-hub top-k``: the same with `keras_hub.samplers.TopKSampler(k=10)`.
+
+Each contender runs at every ``--batch`` size: 1 (latency: one sentence at a time) and 32
+(throughput) by default. ``ours / keras-hub`` is ours' tokens/s over keras-hub's for the same
+search at the same batch size (> 1: ours is faster).
 
 All four run inside the same compile wrapper (`keras_transformer.generation.compiled`):
 ``tf.function(jit_compile=...)`` on TensorFlow, ``jax.jit`` on JAX (XLA only). Every call
@@ -38,10 +44,7 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND`` or ``--
 """
 
 import argparse
-import datetime
 import os
-import platform
-import shlex
 import statistics
 import sys
 import time
@@ -50,15 +53,16 @@ CONTENDERS = (
     "ours_greedy",
     "ours_beam4",
     "ours_greedy_x4",
+    "ours_top_k",
     "ours_uncached",
     "keras_hub_greedy",
+    "keras_hub_top_k",
 )
-FULL_SHAPE = dict(
-    vocab=8000, hidden=256, heads=4, ff=1024, layers=3, batch=32, source=30, new_tokens=80
-)
-QUICK_SHAPE = dict(
-    vocab=500, hidden=64, heads=4, ff=128, layers=1, batch=8, source=12, new_tokens=16
-)
+# Each of ours paired with keras-hub's doing the same search, for the `ours / keras-hub` column.
+KERAS_HUB_TWIN = {"ours_greedy": "keras_hub_greedy", "ours_top_k": "keras_hub_top_k"}
+TOP_K = 10
+FULL_SHAPE = dict(vocab=8000, hidden=256, heads=4, ff=1024, layers=3, source=30, new_tokens=80)
+QUICK_SHAPE = dict(vocab=500, hidden=64, heads=4, ff=128, layers=1, source=12, new_tokens=16)
 START_ID, END_ID = 1, 2
 
 
@@ -89,7 +93,14 @@ def parse_args(argv=None):
         help="Markdown file to append the results to ('' to skip)",
     )
     parser.add_argument("--quick", action="store_true", help="small shapes, for a smoke test")
+    parser.add_argument(
+        "--batch-sizes",
+        default=None,
+        help="comma-separated batch sizes (default: 1,32; 1,8 with --quick)",
+    )
     for key, value in FULL_SHAPE.items():
+        if key == "batch":
+            continue
         flag = key.replace("_", "-")
         parser.add_argument(f"--{flag}", dest=key, type=int, default=None, help=f"default {value}")
     args = parser.parse_args(argv)
@@ -98,6 +109,13 @@ def parse_args(argv=None):
         if getattr(args, key) is not None:
             shape[key] = getattr(args, key)
     args.shape = shape
+    sizes = args.batch_sizes or ("1,8" if args.quick else "1,32")
+    try:
+        args.batch_sizes = [int(size) for size in sizes.split(",")]
+    except ValueError:
+        parser.error(f"--batch-sizes must be comma-separated integers, got {sizes!r}")
+    if not args.batch_sizes or min(args.batch_sizes) < 1:
+        parser.error("--batch-sizes must be positive")
     for name, default in zip(("calls", "rounds"), (3, 2) if args.quick else (2, 3)):
         if getattr(args, name) is None:
             setattr(args, name, default)
@@ -192,8 +210,8 @@ def build_keras_hub(shape):
     return model
 
 
-def keras_hub_generate_fn(model, source, prompt, prompt_mask):
-    """keras-hub's greedy search (GreedySampler) over keras-hub's caches."""
+def keras_hub_generate_fn(model, source, prompt, prompt_mask, sampler=None):
+    """keras-hub's search (`GreedySampler` by default) over keras-hub's caches."""
     import keras_hub
     from keras import ops
 
@@ -216,7 +234,7 @@ def keras_hub_generate_fn(model, source, prompt, prompt_mask):
         )
         return logits[:, 0], None, (self_caches, cross_caches)
 
-    sampler = keras_hub.samplers.GreedySampler()
+    sampler = sampler or keras_hub.samplers.GreedySampler()
     return sampler(
         next=next_fn,
         prompt=prompt,
@@ -301,6 +319,8 @@ def make_runners(shape, jit, contenders):
         runners["ours_beam4"] = (generate("beam", beam_size=4), batch)
     if "ours_greedy_x4" in contenders:
         runners["ours_greedy_x4"] = (generate("greedy", copies=4), 4 * batch)
+    if "ours_top_k" in contenders:
+        runners["ours_top_k"] = (generate("top_k", top_k=TOP_K, seed=0), batch)
     columns = bucket_length(new_tokens + 1)
     prompt = np.zeros((batch, columns), "int32")
     prompt[:, 0] = START_ID
@@ -320,15 +340,31 @@ def make_runners(shape, jit, contenders):
             return steps_run(ops.convert_to_numpy(ids)[:, 1:], new_tokens)
 
         runners["ours_uncached"] = (run_uncached, batch)
-    if "keras_hub_greedy" in contenders:
-        keras.utils.set_random_seed(0)
-        hub = build_keras_hub(shape)
-        hub_fn = CompiledFunction(hub, keras_hub_generate_fn, jit)
+    hub = None
+    for name in ("keras_hub_greedy", "keras_hub_top_k"):
+        if name not in contenders:
+            continue
+        if hub is None:
+            import keras_hub
+
+            keras.utils.set_random_seed(0)
+            hub = build_keras_hub(shape)
+        if name == "keras_hub_greedy":
+            hub_fn = CompiledFunction(hub, keras_hub_generate_fn, jit)
+        else:
+            sampler = keras_hub.samplers.TopKSampler(k=TOP_K, seed=0)
+            hub_fn = CompiledFunction(
+                hub,
+                lambda model, *inputs, sampler=sampler: keras_hub_generate_fn(
+                    model, *inputs, sampler=sampler
+                ),
+                jit,
+            )
         hub_prompt = prompt[:, : new_tokens + 1]
         prompt_mask = np.zeros(hub_prompt.shape, bool)
         prompt_mask[:, 0] = True
 
-        def run_hub(warm_up=False):
+        def run_hub(warm_up=False, hub_fn=hub_fn, hub_prompt=hub_prompt, prompt_mask=prompt_mask):
             ids = hub_fn(
                 ops.convert_to_tensor(source_bucket),
                 ops.convert_to_tensor(hub_prompt),
@@ -336,7 +372,7 @@ def make_runners(shape, jit, contenders):
             )
             return steps_run(ops.convert_to_numpy(ids)[:, 1:], new_tokens)
 
-        runners["keras_hub_greedy"] = (run_hub, batch)
+        runners[name] = (run_hub, batch)
     return runners
 
 
@@ -344,67 +380,20 @@ def count_params(model):
     return sum(int(__import__("numpy").prod(w.shape)) for w in model.weights)
 
 
-def versions():
-    import keras
-    import keras_hub
-
-    found = {"Python": platform.python_version(), "Keras": keras.__version__}
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        found["TensorFlow"] = tf.__version__
-    elif backend == "jax":
-        import jax
-
-        found["JAX"] = jax.__version__
-    found["keras-hub"] = keras_hub.__version__
-    return backend, found
-
-
-def cpu_description():
-    model = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    model = value.strip()
-                    break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores"
-
-
 def markdown_table(rows):
     lines = [
-        "| XLA | contender | tokens/s | decoder-row tokens/s | rows vs ours greedy | ms / call |",
-        "|---|---|---:|---:|---:|---:|",
+        "| batch | XLA | contender | tokens/s | decoder-row tokens/s | rows vs ours greedy "
+        "| ours / keras-hub | ms / call |",
+        "|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
+        versus = "—" if row["versus_hub"] is None else f"{row['versus_hub']:.2f}"
         lines.append(
-            f"| {'on' if row['jit'] else 'off'} | {row['name']} | {row['rate']:,.0f} "
-            f"| {row['rate'] * row['beams']:,.0f} | {row['ratio']:.2f} | {row['ms']:,.0f} |"
+            f"| {row['batch']} | {'on' if row['jit'] else 'off'} | {row['name']} "
+            f"| {row['rate']:,.0f} | {row['rate'] * row['beams']:,.0f} | {row['ratio']:.2f} "
+            f"| {versus} | {row['ms']:,.0f} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def write_results(path, backend, found, table, summary, elapsed):
-    command = "python " + shlex.join(sys.argv)
-    env_backend = os.environ.get("KERAS_BACKEND")
-    if env_backend:
-        command = f"KERAS_BACKEND={env_backend} {command}"
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with open(path, "a") as f:
-        f.write(f"\n## Generation throughput, {stamp}\n\n")
-        f.write(
-            "Appended by `benchmarks/generation.py`; see its docstring for what is measured.\n\n"
-        )
-        f.write(f"Command: `{command}`\n\n")
-        f.write(f"- Backend: {backend}; " + ", ".join(f"{k} {v}" for k, v in found.items()))
-        f.write(f"\n- CPU: {cpu_description()}\n")
-        f.write(f"- {summary}\n- Wall time: {elapsed:.0f} s\n\n")
-        f.write(table)
 
 
 def main(argv=None):
@@ -412,8 +401,13 @@ def main(argv=None):
     if args.backend:
         os.environ["KERAS_BACKEND"] = args.backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    started = time.perf_counter()
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.dirname(here))
+    sys.path.insert(0, here)
+    from machine import cpu_description, load_average, versions
+    from results import append_section
+
+    started, load_at_start = time.perf_counter(), load_average()
 
     backend, found = versions()
     if args.jit is None:
@@ -428,48 +422,68 @@ def main(argv=None):
 
     beams = {"ours_beam4": 4}  # decoder rows per input
     timings, results = {}, {}
-    for jit in jit_modes:
-        runners = make_runners(shape, jit, args.contenders)
-        for name, (run, _) in runners.items():
-            t0 = time.perf_counter()
-            run(warm_up=True)
-            seconds = time.perf_counter() - t0
-            print(f"warm-up jit={'on ' if jit else 'off'} {name:<17} {seconds:.1f} s", flush=True)
-        for round_index in range(args.rounds):
-            names = list(runners)
-            shift = round_index % len(names)
-            for name in names[shift:] + names[:shift]:
-                run, rows = runners[name]
-                calls = 1 if name == "ours_uncached" else args.calls
+    for batch in args.batch_sizes:
+        for jit in jit_modes:
+            runners = make_runners(dict(shape, batch=batch), jit, args.contenders)
+            for name, (run, _) in runners.items():
                 t0 = time.perf_counter()
-                tokens = sum(run() for _ in range(calls)) * rows
+                run(warm_up=True)
                 seconds = time.perf_counter() - t0
-                timings.setdefault((jit, name), []).append((tokens / seconds, seconds / calls))
-            done = ", ".join(f"{k[1]}={v[-1][0]:,.0f}" for k, v in timings.items() if k[0] == jit)
-            print(f"round {round_index + 1} jit={'on' if jit else 'off'}: {done}", flush=True)
-        for name in runners:
-            rates = [rate for rate, _ in timings[(jit, name)]]
-            times = [ms for _, ms in timings[(jit, name)]]
-            results[(jit, name)] = (statistics.median(rates), 1000 * statistics.median(times))
+                print(
+                    f"warm-up batch {batch} jit={'on ' if jit else 'off'} {name:<17} "
+                    f"{seconds:.1f} s",
+                    flush=True,
+                )
+            for round_index in range(args.rounds):
+                names = list(runners)
+                shift = round_index % len(names)
+                for name in names[shift:] + names[:shift]:
+                    run, rows = runners[name]
+                    calls = 1 if name == "ours_uncached" else args.calls
+                    t0 = time.perf_counter()
+                    tokens = sum(run() for _ in range(calls)) * rows
+                    seconds = time.perf_counter() - t0
+                    timings.setdefault((batch, jit, name), []).append(
+                        (tokens / seconds, seconds / calls)
+                    )
+                done = ", ".join(
+                    f"{k[2]}={v[-1][0]:,.0f}" for k, v in timings.items() if k[:2] == (batch, jit)
+                )
+                print(
+                    f"round {round_index + 1} batch {batch} jit={'on' if jit else 'off'}: {done}",
+                    flush=True,
+                )
+            for name in runners:
+                rates = [rate for rate, _ in timings[(batch, jit, name)]]
+                times = [ms for _, ms in timings[(batch, jit, name)]]
+                results[(batch, jit, name)] = (
+                    statistics.median(rates),
+                    1000 * statistics.median(times),
+                )
 
     rows = []
-    for jit in jit_modes:
-        reference = results.get((jit, "ours_greedy"), (float("nan"),))[0]
-        for name in args.contenders:
-            rate, ms = results[(jit, name)]
-            rows.append(
-                dict(
-                    jit=jit,
-                    name=name,
-                    rate=rate,
-                    beams=beams.get(name, 1),
-                    ratio=rate * beams.get(name, 1) / reference,
-                    ms=ms,
+    for batch in args.batch_sizes:
+        for jit in jit_modes:
+            reference = results.get((batch, jit, "ours_greedy"), (float("nan"),))[0]
+            for name in args.contenders:
+                rate, ms = results[(batch, jit, name)]
+                twin = results.get((batch, jit, KERAS_HUB_TWIN.get(name)))
+                rows.append(
+                    dict(
+                        batch=batch,
+                        jit=jit,
+                        name=name,
+                        rate=rate,
+                        beams=beams.get(name, 1),
+                        ratio=rate * beams.get(name, 1) / reference,
+                        versus_hub=None if twin is None else rate / twin[0],
+                        ms=ms,
+                    )
                 )
-            )
     table = markdown_table(rows)
     summary = (
-        f"Shape: {shape} (`new_tokens` generated per input, `source` tokens per input); "
+        f"Shape: {shape} (`new_tokens` generated per input, `source` tokens per input), "
+        f"batch sizes {args.batch_sizes}; "
         f"{args.calls} timed calls x {args.rounds} rounds (median; 1 call for ours_uncached). "
         "`tokens/s`: generated tokens per second, one sequence per input (per copy for "
         "greedy_x4); `decoder-row tokens/s`: the same times the decoder rows per sequence "
@@ -480,9 +494,21 @@ def main(argv=None):
     print()
     print(table)
     print(summary)
-    print(f"wall time {elapsed:.0f} s")
+    load = (
+        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
+        f"end on {os.cpu_count()} cores"
+    )
+    print(f"wall time {elapsed:.0f} s; {load}")
     if args.output:
-        write_results(args.output, backend, found, table, summary, elapsed)
+        append_section(
+            args.output,
+            "Generation throughput",
+            "benchmarks/generation.py",
+            backend,
+            found,
+            [f"CPU: {cpu_description()}", summary, f"Wall time: {elapsed:.0f} s; {load}"],
+            table,
+        )
         print(f"appended to {args.output}")
 
 

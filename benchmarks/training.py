@@ -24,8 +24,9 @@ matrix multiplications (all encoder and classifier kernels and biases, not the e
 table), ``6 * P`` is forward plus backward, and ``12 * L * T * d`` is the two attention
 matrix products (``Q Kᵀ`` and ``A V``, ``2 * T * d`` FLOPs each per token and layer,
 tripled for training) over ``L`` layers of width ``d`` and sequence length ``T``. The
-percentage of peak compares that with a measured matmul peak of the CPU
-(``--peak-gflops``).
+percentage of peak compares that with the matmul peak measured in the same process
+(`benchmarks/machine.py`, a 2048 x 2048 product in the precision's compute dtype) before the
+models are built, or with ``--peak-gflops``.
 
 Run from the repository root (the backend is chosen by ``KERAS_BACKEND``, or ``--backend``)::
 
@@ -35,19 +36,16 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND``, or ``-
 """
 
 import argparse
-import datetime
 import math
 import os
-import platform
-import shlex
 import statistics
 import sys
 import time
 
 CONTENDERS = ("ours", "keras_hub", "keras_core")
 PRECISIONS = ("float32", "mixed_bfloat16")
-# Matmul peaks measured on the 2-core AMD EPYC (Zen 4) benchmark machine, GFLOP/s.
-DEFAULT_PEAKS = "float32=456,mixed_bfloat16=804"
+# The matmul dtype whose peak a precision's training is measured against.
+PEAK_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
 
 FULL_SHAPE = dict(vocab=8000, hidden=256, heads=4, ff=1024, layers=4, seq=128, batch=32, classes=32)
 QUICK_SHAPE = dict(vocab=100, hidden=32, heads=2, ff=64, layers=1, seq=16, batch=4, classes=8)
@@ -86,8 +84,10 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--peak-gflops",
-        default=DEFAULT_PEAKS,
-        help="measured matmul peaks per precision, e.g. float32=456,mixed_bfloat16=804",
+        default=None,
+        help="matmul peaks per precision, e.g. float32=456,mixed_bfloat16=804 (default: "
+        "measured in this process, the only figure a fraction of peak can be taken against: "
+        "the same machine type measured 211 and 456 GFLOP/s float32 on two days)",
     )
     parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke test")
     for key, value in FULL_SHAPE.items():
@@ -112,7 +112,7 @@ def parse_args(argv=None):
         args.jit = "off" if args.quick else "both"
     args.jit_modes = {"both": [False, True], "on": [True], "off": [False]}[args.jit]
     args.peaks = {}
-    for item in args.peak_gflops.split(","):
+    for item in (args.peak_gflops or "").split(","):
         if item.strip():
             name, value = item.split("=")
             args.peaks[name.strip()] = float(value)
@@ -241,44 +241,6 @@ def run_steps(model, batches, steps):
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def versions():
-    import keras
-    import keras_hub
-
-    found = {"Python": platform.python_version(), "Keras": keras.__version__}
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        found["TensorFlow"] = tf.__version__
-    elif backend == "jax":
-        import jax
-
-        found["JAX"] = jax.__version__
-    elif backend == "torch":
-        import torch
-
-        found["PyTorch"] = torch.__version__
-    found["keras-hub"] = keras_hub.__version__
-    return backend, found
-
-
-def cpu_description():
-    model, flags = platform.processor() or "unknown CPU", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-    except OSError:
-        pass
-    extras = [f for f in ("avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{model}, {os.cpu_count()} cores" + (f" ({', '.join(extras)})" if extras else "")
-
-
 def markdown_table(rows):
     header = (
         "| precision | jit_compile | contender | tokens/s | ours / this "
@@ -298,38 +260,17 @@ def markdown_table(rows):
     return header + "\n".join(lines) + "\n"
 
 
-def load_average():
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return math.nan
-
-
-def write_results(path, backend, found, table, summary, elapsed, load):
-    command = "python " + shlex.join(sys.argv)
-    env_backend = os.environ.get("KERAS_BACKEND")
-    if env_backend:
-        command = f"KERAS_BACKEND={env_backend} {command}"
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    new_file = not os.path.exists(path) or os.path.getsize(path) == 0
-    with open(path, "a") as f:
-        if new_file:
-            f.write("# Benchmark results\n")
-        f.write(f"\n## Training throughput, {stamp}\n\n")
-        f.write("Appended by `benchmarks/training.py`; see its docstring for what is measured.\n\n")
-        f.write(f"Command: `{command}`\n\n")
-        f.write(f"- Backend: {backend}; " + ", ".join(f"{k} {v}" for k, v in found.items()))
-        f.write(f"\n- CPU: {cpu_description()}\n")
-        f.write(f"- {summary}\n- Wall time: {elapsed:.0f} s; {load}\n\n")
-        f.write(table)
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.backend:
         os.environ["KERAS_BACKEND"] = args.backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.dirname(here))
+    sys.path.insert(0, here)
+    from machine import cpu_description, load_average, matmul_peak_gflops, versions
+    from results import append_section
+
     started, load_at_start = time.perf_counter(), load_average()
 
     import keras
@@ -340,6 +281,10 @@ def main(argv=None):
     print(f"backend {backend}; " + ", ".join(f"{k} {v}" for k, v in found.items()))
     print(f"shape {shape}; {args.steps} steps x {args.rounds} rounds, {args.warmup} warm-up")
 
+    for precision in args.precisions:
+        if precision not in args.peaks and precision in PEAK_DTYPE:
+            args.peaks[precision] = round(matmul_peak_gflops(PEAK_DTYPE[precision]), 1)
+    print(f"matmul peaks (GFLOP/s): {args.peaks}")
     batches = synthetic_batches(shape)
     configs = [(p, j) for p in args.precisions for j in args.jit_modes]
     models, params = {}, {}
@@ -405,7 +350,8 @@ def main(argv=None):
         f"Shape: {shape}; {args.steps} timed steps x {args.rounds} rounds (median), "
         f"{args.warmup} warm-up steps. FLOPs/token = 6*P + 12*L*T*d = "
         f"{flops_per_token(some_params, shape) / 1e6:.2f} M (P = {some_params:,} matmul "
-        f"weights); peaks (GFLOP/s): {args.peaks}. `ours / this` is ours' tokens/s over "
+        f"weights); matmul peaks (GFLOP/s, measured in this process unless given): "
+        f"{args.peaks}. `ours / this` is ours' tokens/s over "
         "the row's (> 1: ours is faster); tokens/CPU-s divides by the process's CPU time, "
         "which is less sensitive to other load on the machine."
     )
@@ -419,7 +365,15 @@ def main(argv=None):
     print(summary)
     print(f"wall time {elapsed:.0f} s; {load}")
     if args.output:
-        write_results(args.output, backend, found, table, summary, elapsed, load)
+        append_section(
+            args.output,
+            "Training throughput",
+            "benchmarks/training.py",
+            backend,
+            found,
+            [f"CPU: {cpu_description()}", summary, f"Wall time: {elapsed:.0f} s; {load}"],
+            table,
+        )
         print(f"appended to {args.output}")
 
 

@@ -1,0 +1,66 @@
+"""Appending a benchmark's table to a results file, with the command that made it."""
+
+import datetime
+import os
+import shlex
+import subprocess
+import sys
+
+
+def git_revision(tree=None):
+    """The short commit of `tree` (default: this checkout), with `+dirty` if it has changes."""
+    tree = tree or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        revision = subprocess.run(
+            ["git", "-C", tree, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", tree, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return revision + ("+dirty" if changed else "")
+
+
+def command_line():
+    """The command that is running, as a user would type it again."""
+    command = "python " + shlex.join(sys.argv)
+    backend = os.environ.get("KERAS_BACKEND")
+    return f"KERAS_BACKEND={backend} {command}" if backend else command
+
+
+def markdown_table(header, rows):
+    """A Markdown table; columns whose cells all look numeric are right-aligned."""
+
+    def numeric(cell):
+        return cell.replace(",", "").replace(".", "").replace("%", "").lstrip("-").isdigit()
+
+    align = [
+        "---:" if all(numeric(row[i]) or row[i] == "—" for row in rows) else "---"
+        for i in range(len(header))
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def append_section(path, title, script, backend, found, notes, table):
+    """Appends `## title, date` with the command, commit, versions, `notes` and `table`."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    new_file = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a") as f:
+        if new_file:
+            f.write("# Benchmark results\n")
+        f.write(f"\n## {title}, {stamp}\n\n")
+        f.write(f"Appended by `{script}`; see its docstring for what is measured.\n\n")
+        f.write(f"Command: `{command_line()}` at commit {git_revision()}\n\n")
+        f.write(f"- Backend: {backend}; " + ", ".join(f"{k} {v}" for k, v in found.items()) + "\n")
+        for note in notes:
+            f.write(f"- {note}\n")
+        f.write("\n" + table)
