@@ -1,7 +1,7 @@
 """Where a TensorFlow training step spends its time: op-level profile, grouped by purpose.
 
 `profile(run, logdir)` runs `run()` under the TensorFlow profiler and reads the op statistics
-back with XProf (`pip install xprof`, the profiler's own converter); `categorise` sorts every op
+back with XProf (the profiler's own converter: `pip install -e ".[dev,benchmarks]"`); `categorise` sorts every op
 into one of `CATEGORIES` by its type and the layer path in its name. Times are the ops' self
 times summed over the profiled steps (both CPU threads together, so shares are of op time, not
 of wall time), plus the threads' idle time, which is where the step waits on Python, on the
