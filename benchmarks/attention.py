@@ -5,8 +5,8 @@ by default), one self-attention layer's forward pass, a scalar loss (the sum of 
 the gradients of that loss with respect to the input and every weight:
 
 * ``ours``: `keras_transformer.layers.MultiHeadAttention`, self-attention (one fused Q/K/V
-  projection, then `keras_transformer.ops.scaled_dot_product_attention`, which calls
-  `keras.ops.dot_product_attention`);
+  projection, then `keras_transformer.ops.scaled_dot_product_attention`: on JAX and PyTorch
+  `keras.ops.dot_product_attention`, on TensorFlow its own explicit einsum-softmax path);
 * ``ours_causal``: the same with ``use_causal_mask=True``;
 * ``keras``: `keras.layers.MultiHeadAttention` (Keras core), same width and heads;
 * ``keras_causal`` (not run by default): the same with ``use_causal_mask=True``;
@@ -33,8 +33,9 @@ Where memory is O(n²): every contender here, on CPU, materialises the score mat
 256 MiB), and keeps it (the softmax output) for the backward pass, which builds a gradient of
 the same shape. On TensorFlow, `keras.ops.dot_product_attention` is itself an
 einsum-softmax-einsum (Keras' TensorFlow backend has no fused kernel and refuses
-``flash_attention=True``), so ours and Keras core take the same O(n²) path as the naive
-reference on CPU. A fused kernel avoids it: `keras.ops.dot_product_attention` with flash
+``flash_attention=True``) and ours takes its own explicit einsum-softmax, so ours and Keras
+core take the same O(n²) path as the naive reference on CPU; on JAX's CPU backend the op is
+XLA's einsum-softmax too. A fused kernel avoids it: `keras.ops.dot_product_attention` with flash
 attention on an NVIDIA GPU (JAX's cuDNN fused attention, ``jax.nn.dot_product_attention
 (implementation="cudnn")``; PyTorch's flash kernels) computes the softmax block by block and
 keeps only O(n) statistics for the backward pass. The ``path`` column says which one ran (on JAX
