@@ -172,7 +172,9 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
 
     def call(self, inputs, start_index=0, training=None):
         check_rank("inputs", inputs.shape, 2, "`(batch, length)` of token ids")
-        x = self.token_embedding(inputs)
+        # Keras's int8 / int4 embedding divides by its float32 scales after casting, so
+        # under mixed precision it returns float32: back to the compute dtype.
+        x = ops.cast(self.token_embedding(inputs), self.compute_dtype)
         if self.scale_embeddings:
             x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
         if self.position_embedding is not None:

@@ -120,6 +120,8 @@ def test_train_command_validates_flags_before_writing(tmp_path):
         (["--dataset", "imdb"], "--data-dir is required for IMDB"),
         (["--quick", "--dataset", "imdb"], "--quick runs on SST-2"),
         (["--init-from", str(tmp_path / "none")], "--init-from: no directory"),
+        (["--lora-rank", "0"], "--lora-rank must be a positive integer"),
+        (["--lora-rank", "4"], "--lora-rank fine-tunes a pretrained encoder: pass --init-from"),
     ):
         process = run_cli("train", *flags, "--output-dir", str(output))
         assert process.returncode == 2, (flags, process.stderr[-1000:])

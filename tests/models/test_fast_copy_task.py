@@ -15,6 +15,7 @@ import pytest
 
 from keras_transformer.models import Seq2SeqTransformer
 from keras_transformer.training import LabelSmoothedCrossEntropy
+from tests.harness import without_gc_collect
 
 pytestmark = [
     pytest.mark.backend_agnostic,
@@ -71,6 +72,23 @@ def test_tiny_model_copies_training_and_held_out_sequences_exactly():
     assert history.history["loss"][-1] < 0.02, history.history["loss"][-1]
 
     sources = np.concatenate([train, held_out])
+    assert_copies(model, sources)
+
+    # Quantised (issue #18), the decoder's cached steps and tied output projection
+    # included, the model still copies every sequence exactly in int8 and float8; int4
+    # (16 levels a weight) lost 1 of the 576 on TensorFlow: at most 1% may differ there.
+    modes = ("int8", "int4", "float8") if keras.backend.backend() == "tensorflow" else ("int8",)
+    for mode in modes:
+        quantized = Seq2SeqTransformer.from_config(model.get_config())
+        quantized.set_weights(model.get_weights())
+        with without_gc_collect():
+            quantized.quantize(mode)
+        assert_copies(
+            quantized, sources, mode, allowed=len(sources) // 100 if mode == "int4" else 0
+        )
+
+
+def assert_copies(model, sources, mode="float32", allowed=0):
     decoded = model.generate(
         sources,
         method="greedy",
@@ -89,7 +107,7 @@ def test_tiny_model_copies_training_and_held_out_sequences_exactly():
     expected[:, :LENGTH] = sources
     expected[:, LENGTH] = END
     wrong = np.flatnonzero(np.any(decoded != expected, axis=1))
-    assert wrong.size == 0, (
-        f"{np.sum(wrong < NUM_TRAIN)} training and {np.sum(wrong >= NUM_TRAIN)} held-out "
+    assert wrong.size <= allowed, (
+        f"{mode}: {np.sum(wrong < NUM_TRAIN)} training and {np.sum(wrong >= NUM_TRAIN)} held-out "
         f"sequences not copied exactly, e.g. {sources[wrong[0]]} -> {decoded[wrong[0]]}"
     )

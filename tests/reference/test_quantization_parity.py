@@ -29,7 +29,11 @@ keras_hub = pytest.importorskip("keras_hub")
 
 pytestmark = pytest.mark.backend_agnostic
 
-MODES = pytest.mark.parametrize("mode", ["int8", "int4", "float8"])
+# Every mode on TensorFlow; int8 (the one the fused projection got most wrong) on JAX and
+# PyTorch, whose eager ops compile per shape and made the three modes cost minutes there.
+MODES = pytest.mark.parametrize(
+    "mode", ["int8", "int4", "float8"] if keras.backend.backend() == "tensorflow" else ["int8"]
+)
 # Ours and theirs run the same quantised sub-layers in the same order; only the float
 # arithmetic around them (fused kernels, masks) may differ.
 SLACK = 1.05
