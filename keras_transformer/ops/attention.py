@@ -164,9 +164,7 @@ def scaled_dot_product_attention(
     # JAX's fused kernel (and Keras' fallback for it) wants the value's head size equal to
     # the query's; a value of another size takes the explicit path.
     fusable = (
-        value.shape[-1] == head_dim
-        and _fused_kernel_supports(query.dtype)
-        and _fused_kernel_pays()
+        value.shape[-1] == head_dim and _fused_kernel_supports(query.dtype) and _fused_kernel_pays()
     )
     if not dropout_active and not return_attention_scores and fusable:
         outputs = ops.dot_product_attention(
