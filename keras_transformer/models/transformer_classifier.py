@@ -191,12 +191,14 @@ class TransformerClassifier(EncoderModelBase):
     def enable_lora(self, rank, lora_alpha=None, target_names=None):
         """LoRA on the encoder (see `TransformerModelBase.enable_lora`); the head trains.
 
-        The classification head is new for the task, so it stays trainable; freeze it
-        with `model.classifier_head.trainable = False`.
+        The classification head is new for the task, so it stays trainable (unless the
+        model is quantised: integer kernels do not train); freeze it with
+        `model.classifier_head.trainable = False`.
         """
         super().enable_lora(rank, lora_alpha=lora_alpha, target_names=target_names)
-        for variable in self.classifier_head.weights:
-            variable.trainable = True
+        if self.classifier_head.quantization_mode is None:
+            for variable in self.classifier_head.weights:
+                variable.trainable = True
 
     def get_config(self):
         config = super().get_config()
