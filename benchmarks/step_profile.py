@@ -1,11 +1,11 @@
 """Where a TensorFlow training step spends its time: op-level profile, grouped by purpose.
 
 `profile(run, logdir)` runs `run()` under the TensorFlow profiler and reads the op statistics
-back with XProf (the profiler's own converter: `pip install -e ".[dev,benchmarks]"`); `categorise` sorts every op
-into one of `CATEGORIES` by its type and the layer path in its name. Times are the ops' self
-times summed over the profiled steps (both CPU threads together, so shares are of op time, not
-of wall time), plus the threads' idle time, which is where the step waits on Python, on the
-input, or on an op that runs on one thread.
+back with XProf, the profiler's own converter (`pip install -e ".[dev,benchmarks]"`);
+`categorise` sorts every op into one of `CATEGORIES` by its type and the layer path in its
+name. Times are the ops' self times summed over the profiled steps (both CPU threads
+together, so shares are of op time, not of wall time), plus the threads' idle time, which is
+where the step waits on Python, on the input, or on an op that runs on one thread.
 """
 
 import collections
@@ -33,7 +33,10 @@ CATEGORIES = (
 _PROJECTIONS = re.compile(r"/(query|key|value|attention_output|output_dense)(_\d+)?/")
 _ATTENTION = re.compile(r"(self_attention|cross_attention|_attention_layer)(_\d+)?/")
 _LAYOUT = {"Cast", "Transpose", "Reshape", "ConcatV2", "Split", "SplitV", "Squeeze", "Pack"}
-_MATMULS = {"_MklMatMul", "_MklEinsum", "Einsum", "MatMul", "BatchMatMulV2", "_MklBatchMatMulV2"}
+# Batched (per head) products are attention's QKᵀ and AV; 2-D ones are projections.
+_BATCHED = {"_MklEinsum", "Einsum", "BatchMatMulV2", "_MklBatchMatMulV2"}
+_PLAIN = {"_MklMatMul", "MatMul", "_MklNativeFusedMatMul", "_FusedMatMul"}
+_MATMULS = _BATCHED | _PLAIN
 
 
 def categorise(op_type, name):
@@ -49,11 +52,14 @@ def categorise(op_type, name):
         return "layer norm"
     if "feed_forward" in lower or "feedforward" in lower or "_intermediate" in lower:
         return "feed-forward"
-    if _PROJECTIONS.search(name) or re.search(r"attention(_\d+)?/(MatMul|add|concat|split)", name):
+    if _PROJECTIONS.search(name):
         return "Q/K/V and output projections"
     if _ATTENTION.search(name) or "/attention/" in lower:
-        if op_type in _MATMULS:
+        if op_type in _BATCHED:
             return "attention matmuls (QKᵀ, AV)"
+        if op_type in _PLAIN or re.search(r"attention(_\d+)?/(add|concat|split)", name):
+            # The fused Q/K/V product with its bias, and 2-D output projections.
+            return "Q/K/V and output projections"
         if op_type in _LAYOUT:
             return "casts, transposes, reshapes"
         return "softmax and masking"
@@ -95,7 +101,7 @@ def profile(run, logdir):
             continue
         category = categorise(row["type"], row["operation"])
         totals[category][0] += row["total_self_time"]
-        if row["operation"].startswith("gradient_tape/"):
+        if row["operation"].startswith("gradient_tape/") or "_gradient/" in row["operation"]:
             totals[category][1] += row["total_self_time"]
     return dict(totals), idle, rows
 

@@ -234,6 +234,23 @@ def worker(args):
                 for i in command["batches"]
             ]
             reply(dict(losses=losses))
+        elif command["do"] == "train_without_dropout":
+            # Dropout masks come from each version's own random stream; without dropout
+            # the training steps of two versions must agree to rounding.
+            rates = {}
+            for layer in sublayers(model):
+                if isinstance(layer, keras.layers.Dropout):
+                    rates[id(layer)] = (layer, layer.rate)
+                    layer.rate = 0.0
+            model.make_train_function(force=True)
+            losses = [
+                float(model.train_on_batch(*batches[i], return_dict=True)["loss"])
+                for i in command["batches"]
+            ]
+            for layer, rate in rates.values():
+                layer.rate = rate
+            model.make_train_function(force=True)
+            reply(dict(losses=losses))
         elif command["do"] == "train":
             wall, cpu = time.perf_counter(), time.process_time()
             losses = []
@@ -264,6 +281,21 @@ def worker(args):
             )
         elif command["do"] == "exit":
             return
+
+
+def sublayers(layer, seen=None):
+    """Every layer held (in attributes, lists or tuples) under `layer`, once."""
+    import keras
+
+    seen = set() if seen is None else seen
+    if id(layer) in seen:
+        return
+    seen.add(id(layer))
+    yield layer
+    for value in vars(layer).values():
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, keras.layers.Layer):
+                yield from sublayers(item, seen)
 
 
 def categorise_row(row):
@@ -384,7 +416,7 @@ def main(argv=None):
             if contender != "ours":
                 workers[contender].ask(do="load_weights", path=weights)
             evaluated = workers[contender].ask(do="evaluate", batches=check)["losses"]
-            trained = workers[contender].ask(do="train", batches=check)["losses"]
+            trained = workers[contender].ask(do="train_without_dropout", batches=check)["losses"]
             if reference is None:
                 reference = (evaluated, trained)
             else:
@@ -462,7 +494,7 @@ def main(argv=None):
         f"source + target tokens on average); {args.steps} steps a turn x {args.rounds} rounds "
         "(median). `this / ours` > 1: the row is slower than ours. Loss diff: the largest "
         "relative difference from ours' losses on the same 4 batches, same weights (evaluation, "
-        "then training steps)."
+        "then training steps with dropout off: the versions draw different dropout masks)."
     )
     load = (
         f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
