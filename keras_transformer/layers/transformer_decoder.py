@@ -4,6 +4,7 @@ from keras import ops
 from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_transformer.layers.transformer_stack_base import TransformerStackBase
 from keras_transformer.layers.validation import check_rank
+from keras_transformer.ops.masks import get_keras_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -21,6 +22,14 @@ class TransformerDecoder(TransformerStackBase):
         num_layers: int, number of blocks (6 in the paper).
         num_heads: int, number of attention heads.
         intermediate_dim: int, inner width of the feed-forward networks.
+        rematerialize: bool, recompute each block's activations during the
+            backward pass instead of keeping them (activation checkpointing:
+            memory for one block's activations instead of `num_layers`, for one
+            more forward pass of compute). Applies to calls with `training=True`
+            (`fit` makes them); other calls, and those returning attention scores
+            or using caches, run as usual. Use this instead of
+            `keras.RematScope`, which fails on layers taking `training`
+            (see `docs/keras_features.md`). Defaults to `False`.
         **kwargs: every other `TransformerDecoderBlock` argument (including
             `cross_attention`) and the base layer arguments.
 
@@ -81,6 +90,31 @@ class TransformerDecoder(TransformerStackBase):
     ):
         x = inputs
         all_scores, self_caches = [], []
+        if (
+            self_attention_cache is None
+            and cross_attention_cache is None
+            and not return_attention_scores
+        ):
+            # A rematerialized block gets its inputs without their Keras masks.
+            if decoder_padding_mask is None:
+                decoder_padding_mask = get_keras_mask(inputs)
+            if encoder_padding_mask is None:
+                encoder_padding_mask = get_keras_mask(encoder_outputs)
+            for block in self.blocks:
+                x = self._call_block(
+                    block,
+                    x,
+                    {
+                        "encoder_outputs": encoder_outputs,
+                        "decoder_padding_mask": decoder_padding_mask,
+                        "encoder_padding_mask": encoder_padding_mask,
+                        "decoder_attention_mask": decoder_attention_mask,
+                        "encoder_attention_mask": encoder_attention_mask,
+                    },
+                    use_causal_mask=use_causal_mask,
+                    training=training,
+                )
+            return self._finish(x)
         for i, block in enumerate(self.blocks):
             outputs = block(
                 x,

@@ -3,6 +3,7 @@ import keras
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
 from keras_transformer.layers.transformer_stack_base import TransformerStackBase
 from keras_transformer.layers.validation import check_rank
+from keras_transformer.ops.masks import get_keras_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -16,6 +17,14 @@ class TransformerEncoder(TransformerStackBase):
         num_layers: int, number of blocks (6 in the paper).
         num_heads: int, number of attention heads.
         intermediate_dim: int, inner width of the feed-forward networks.
+        rematerialize: bool, recompute each block's activations during the
+            backward pass instead of keeping them (activation checkpointing:
+            memory for one block's activations instead of `num_layers`, for one
+            more forward pass of compute). Applies to calls with `training=True`
+            (`fit` makes them); other calls, and those returning attention scores
+            or using caches, run as usual. Use this instead of
+            `keras.RematScope`, which fails on layers taking `training`
+            (see `docs/keras_features.md`). Defaults to `False`.
         **kwargs: every other `TransformerEncoderBlock` argument (`dropout`,
             `attention_dropout`, `activation_dropout`, `activation`,
             `norm_first`, `layer_norm_epsilon`, `key_dim`,
@@ -57,17 +66,26 @@ class TransformerEncoder(TransformerStackBase):
     ):
         x = inputs
         all_scores = []
+        if padding_mask is None:
+            # Read once: a rematerialized block gets its inputs without their Keras mask.
+            padding_mask = get_keras_mask(inputs)
         for block in self.blocks:
-            x = block(
-                x,
-                padding_mask=padding_mask,
-                attention_mask=attention_mask,
-                training=training,
-                return_attention_scores=return_attention_scores,
-            )
             if return_attention_scores:
-                x, scores = x
+                x, scores = block(
+                    x,
+                    padding_mask=padding_mask,
+                    attention_mask=attention_mask,
+                    training=training,
+                    return_attention_scores=True,
+                )
                 all_scores.append(scores)
+            else:
+                x = self._call_block(
+                    block,
+                    x,
+                    {"padding_mask": padding_mask, "attention_mask": attention_mask},
+                    training=training,
+                )
         x = self._finish(x)
         return (x, all_scores) if return_attention_scores else x
 
