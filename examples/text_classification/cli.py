@@ -4,10 +4,13 @@ import argparse
 
 from examples.command_line import (  # noqa: F401 - the tools import these from here
     add_debug_flags,
+    add_mesh_flag,
     add_precision_flag,
+    check_mesh,
     check_positive,
     check_rate,
     fail,
+    prepare_devices,
     run_command,
 )
 from examples.command_line import command_line as shared_command_line

@@ -5,12 +5,21 @@ from keras import ops
 
 
 def classify(model, dataset):
-    """`(predicted labels, true labels, probabilities)` over a `(token_ids, labels)` dataset."""
+    """`(predicted labels, true labels, probabilities)` over a `(token_ids, labels)` dataset.
+
+    A dataset of `(token_ids, labels, sample_weights)` (batches completed for a device mesh)
+    counts only the rows of nonzero weight.
+    """
     probabilities, labels = [], []
-    for token_ids, batch_labels in dataset:
+    for token_ids, batch_labels, *weights in dataset:
         logits = model(token_ids, training=False)
-        probabilities.append(ops.convert_to_numpy(ops.softmax(logits, axis=-1)))
-        labels.append(np.asarray(batch_labels))
+        batch_probabilities = ops.convert_to_numpy(ops.softmax(logits, axis=-1))
+        batch_labels = np.asarray(batch_labels)
+        if weights:
+            real = np.asarray(weights[0]) > 0
+            batch_probabilities, batch_labels = batch_probabilities[real], batch_labels[real]
+        probabilities.append(batch_probabilities)
+        labels.append(batch_labels)
     probabilities = np.concatenate(probabilities)
     return probabilities.argmax(-1), np.concatenate(labels), probabilities
 

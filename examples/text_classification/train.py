@@ -12,14 +12,22 @@ scores with `save_pretrained` (`<output-dir>/model`, for
 (`<output-dir>/serving`: strings in, label and probabilities out), training
 curves and an attention picture.
 
+With `--mesh DATAxMODEL` it trains on a device mesh (docs/distribution.md): the batches
+are split over the DATA replicas, so `--batch-size` must be a multiple of DATA, and a
+smaller batch (a length bucket's leftover) is completed with copies of its own rows of
+sample weight 0, which the loss (`reduction="mean_with_sample_weight"`), the accuracy (a
+weighted metric) and the reported scores leave out.
+
 Runs:
     python -m examples.text_classification.train --quick            # minutes, SST-2
     python -m examples.text_classification.train                    # SST-2, full
     python -m examples.text_classification.train --dataset imdb --data-dir DIR
     python -m examples.text_classification.train --init-from runs/pretrain/model
+    KERAS_BACKEND=jax python -m examples.text_classification.train --quick --mesh 8
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -32,11 +40,14 @@ import keras_transformer as kt
 from examples.text_classification import data
 from examples.text_classification.cli import (
     add_common_flags,
+    add_mesh_flag,
     add_model_flags,
+    check_mesh,
     check_positive,
     check_rate,
     command_line,
     model_overrides,
+    prepare_devices,
     run_command,
 )
 from examples.text_classification.evaluation import classify, scores_for
@@ -126,6 +137,7 @@ def parse_args(argv):
     )
     parser.add_argument("--train-limit", type=int, default=None, help="use N training texts")
     add_model_flags(parser)
+    add_mesh_flag(parser)
     add_common_flags(parser)
     args = parser.parse_args(argv)
     if args.quick and args.dataset not in (None, "sst2"):
@@ -147,6 +159,14 @@ def parse_args(argv):
         parser.error(f"--learning-rate must be positive; got {args.learning_rate}")
     check_rate(parser, "dropout", args.dropout)
     args.overrides = model_overrides(parser, args)
+    args.mesh = check_mesh(parser, args.mesh)
+    if args.mesh and args.batch_size % args.mesh[0]:
+        data = args.mesh[0]
+        parser.error(
+            f"--batch-size {args.batch_size} must be a multiple of the mesh's {data} "
+            f"data-parallel replicas (--mesh {args.mesh[0]}x{args.mesh[1]}), which split each "
+            f"batch evenly; pass e.g. --batch-size {max(data, args.batch_size // data * data)}"
+        )
     if not 0 < args.validation_fraction < 1:
         parser.error(f"--validation-fraction must be in (0, 1); got {args.validation_fraction}")
     if args.dataset == "imdb" and args.data_dir is None:
@@ -194,14 +214,34 @@ def load_texts(args):
     return train, validation, reported
 
 
+@contextlib.contextmanager
+def distributed(mesh, config):
+    """Variables created here take `mesh`'s layout, as `kt.models.build(mesh=...)` makes them.
+
+    The mesh is checked against the devices and `config`'s heads first.
+    """
+    if mesh is None:
+        yield
+        return
+    distribution = kt.distribution.make_distribution(mesh, config)
+    if isinstance(distribution, keras.distribution.Distribution):
+        # Global, as `build` sets it: `fit`, `evaluate` and `predict` split batches by it.
+        keras.distribution.set_distribution(distribution)
+        yield
+    else:  # a tf.distribute.Strategy, which the model keeps
+        with distribution.scope():
+            yield
+
+
 def make_model(args, tokenizer, pretrained):
     if pretrained is not None:
-        model = kt.models.TransformerClassifier.from_encoder(
-            pretrained,
-            num_classes=len(LABELS),
-            pooling=args.pooling,
-            dropout=args.dropout,
-        )
+        with distributed(args.mesh, pretrained.encoder_config()):
+            model = kt.models.TransformerClassifier.from_encoder(
+                pretrained,
+                num_classes=len(LABELS),
+                pooling=args.pooling,
+                dropout=args.dropout,
+            )
         print(
             f"model: encoder of '{args.init_from}' ({model.count_params():,} parameters "
             f"with the new head), {model.dtype_policy.name}"
@@ -215,9 +255,27 @@ def make_model(args, tokenizer, pretrained):
         compile=False,
         vocabulary_size=tokenizer.vocabulary_size,
         num_classes=len(LABELS),
+        mesh=args.mesh,
         **overrides,
     )
     return model
+
+
+def compile_classifier(model, learning_rate, total_steps):
+    """Compiles `model` for batches that may hold rows of sample weight 0 (see `--mesh`).
+
+    The loss is the mean over the rows' weights and the accuracy a weighted metric, so
+    the rows completing a batch for a mesh count for nothing; without sample weights both
+    are the usual means. Keras gives sample weights to `weighted_metrics` only: under
+    `metrics` the accuracy would count those rows too.
+    """
+    model.compile(
+        optimizer=fine_tuning_optimizer(learning_rate, total_steps=total_steps),
+        loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight"
+        ),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
 
 
 def load_pretrained_encoder(path):
@@ -245,6 +303,7 @@ def run(args, argv):
     from keras_transformer.text import SubwordTokenizer, make_classification_dataset
 
     command = command_line("train", argv)
+    prepare_devices(args.mesh)  # before the backend runs anything
     keras.utils.set_random_seed(args.seed)
     started = time.time()
     (train_texts, train_labels), validation, reported = load_texts(args)
@@ -266,11 +325,16 @@ def run(args, argv):
             f"tokenizer: SentencePiece BPE on the training texts, "
             f"{tokenizer.vocabulary_size} pieces"
         )
+    # With --mesh, the mesh is checked against the devices and heads here, before anything
+    # is written.
     model = make_model(args, tokenizer, pretrained)
     if args.lora_rank:
         model.enable_lora(args.lora_rank)
     trainable = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     print(f"trainable parameters: {trainable:,} of {model.count_params():,}")
+    # The data-parallel replicas split every batch evenly: partial batches are completed
+    # with rows of sample weight 0.
+    batch_size_multiple = args.mesh[0] if args.mesh else 1
 
     def dataset(texts, labels, training):
         return make_classification_dataset(
@@ -282,6 +346,7 @@ def run(args, argv):
             num_classes=len(LABELS),
             shuffle=training,
             seed=args.seed,
+            batch_size_multiple=batch_size_multiple,
         )
 
     # Counting the batches once tells Keras the epoch's length: its progress bar gets a
@@ -291,13 +356,7 @@ def run(args, argv):
     train_data = train_data.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
     val_data = dataset(*validation, training=False)
     val_data = val_data.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in val_data)))
-    model.compile(
-        optimizer=fine_tuning_optimizer(
-            args.learning_rate, total_steps=steps_per_epoch * args.epochs
-        ),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-    )
+    compile_classifier(model, args.learning_rate, total_steps=steps_per_epoch * args.epochs)
     os.makedirs(args.output_dir, exist_ok=True)
     callbacks = [
         # The previous backup too: a run killed while the backup is written falls back to it.
@@ -354,6 +413,7 @@ def run(args, argv):
         "trainable_parameters": trainable,
         "history": {k: [round(float(v), 5) for v in vs] for k, vs in history.history.items()},
         "init_from": args.init_from,
+        "mesh": kt.distribution.format_mesh(args.mesh) if args.mesh else None,
         "command": command,
         "training_minutes": round(training_seconds / 60, 1),
     }

@@ -265,8 +265,9 @@ def make_classification_dataset(
             `batch_size` must be a multiple of it; a smaller batch (a bucket's
             leftover, the last one) is completed with copies of its own rows
             whose sample weight is 0, so a loss with
-            `reduction="mean_with_sample_weight"` and Keras' metrics count only
-            the real rows. With a value above 1 the dataset yields
+            `reduction="mean_with_sample_weight"` and the metrics compiled as
+            `weighted_metrics` count only the real rows (Keras gives sample
+            weights to those, not to `metrics`). With a value above 1 the dataset yields
             `(token_ids, labels, sample_weights)`. Defaults to `1`.
 
     Returns:
