@@ -268,14 +268,19 @@ def compile_classifier(model, learning_rate, total_steps):
     the rows completing a batch for a mesh count for nothing; without sample weights both
     are the usual means. Keras gives sample weights to `weighted_metrics` only: under
     `metrics` the accuracy would count those rows too.
+
+    On TensorFlow the optimizer's variables are made in the scope of the model's
+    `tf.distribute` strategy (`--mesh`), as `fit` requires.
     """
-    model.compile(
-        optimizer=fine_tuning_optimizer(learning_rate, total_steps=total_steps),
-        loss=keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction="mean_with_sample_weight"
-        ),
-        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-    )
+    strategy = getattr(model, "distribute_strategy", None)  # TensorFlow's trainer only
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model.compile(
+            optimizer=fine_tuning_optimizer(learning_rate, total_steps=total_steps),
+            loss=keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, reduction="mean_with_sample_weight"
+            ),
+            weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        )
 
 
 def load_pretrained_encoder(path):
