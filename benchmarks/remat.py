@@ -15,10 +15,10 @@ for each sequence length, in three variants:
   switch, reported as a failing row when it fails (it does for dropout: see
   ``docs/keras_features.md``).
 
-Each (variant, length) runs in a fresh interpreter. Columns: the peak resident memory of one
-step above the resident memory just before it (the kernel's peak mark reset through
-``/proc/self/clear_refs``, as `benchmarks/attention.py` does), on JAX also XLA's own account of
-the compiled step's temporary buffers
+Each (variant, length) runs in a fresh interpreter. Columns: the peak resident memory of the
+step's first run (compiled beforehand, not run) above the resident memory just before it (the
+kernel's peak mark reset through ``/proc/self/clear_refs``, as `benchmarks/attention.py` does),
+on JAX also XLA's own account of the compiled step's temporary buffers
 (``jax.jit(step).lower(...).compile().memory_analysis().temp_size_in_bytes``, exact and
 independent of the allocator), each with its ratio to ``plain``, and milliseconds per step
 (median of ``--repeats`` runs after one warm run; ``jax.jit`` on JAX, ``tf.function`` on
@@ -156,8 +156,9 @@ def compile_step(stack, x):
                 loss = tf.reduce_sum(stack(x, training=True))
             return tape.gradient(loss, [x] + list(stack.trainable_variables))
 
-        step(x)
-        return (lambda: [g.numpy() for g in step(x)]), None
+        # Traced, not run: the first run is the one whose peak memory is read.
+        concrete = step.get_concrete_function(tf.TensorSpec(x.shape, x.dtype))
+        return (lambda: [g.numpy() for g in concrete(tf.constant(x))]), None
     raise SystemExit(f"benchmarks/remat.py runs on jax or tensorflow, not {backend}")
 
 
@@ -179,12 +180,14 @@ def measure(variant, length, args):
     try:
         stack = build_stack(variant, args)
         run, temp = compile_step(stack, x)
-        run()
+        # The first run's peak: later runs reuse what the allocator kept from it.
         peak = None
         before = _vm_kib("VmRSS")
         if reset_peak_rss() and before is not None:
             run()
             peak = (_vm_kib("VmHWM") - before) * 1024
+        else:
+            run()
         times = []
         for _ in range(args.repeats):
             start = time.perf_counter()
