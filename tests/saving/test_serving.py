@@ -11,6 +11,7 @@ import pytest
 from examples.translation.translator import translate
 from keras_transformer.models import Seq2SeqTransformer, TransformerLM
 from keras_transformer.saving import export_serving
+from tests.harness import without_gc_collect
 from tests.saved_model_loader import load_in_fresh_process
 from tests.saving.saving_helpers import (
     assert_modes,
@@ -125,6 +126,27 @@ def test_mixed_precision_model_is_served_identically(tmp_path, tokenizer):
     directory = export_serving(model, tokenizer, tmp_path / "serving", beam_size=2)
     served = load_in_fresh_process(directory, QUERIES[:2])
     assert served["batch"] == translate(model, tokenizer, QUERIES[:2], beam_size=2)
+
+
+@tensorflow_only
+@pytest.mark.filterwarnings("ignore:Layer .* does not have a `quantize` method")
+def test_int8_model_is_served_identically(tmp_path, tokenizer):
+    import tensorflow as tf
+
+    model = tiny_model()
+    with without_gc_collect():  # Keras collects garbage after each quantised layer
+        model.quantize("int8")
+    directory = export_serving(model, tokenizer, tmp_path / "serving", beam_size=2)
+    # The SavedModel holds the integer kernels and their scales, not float copies.
+    dtypes = tf.train.load_checkpoint(str(directory / "variables" / "variables"))
+    dtypes = dtypes.get_variable_to_dtype_map().values()
+    assert sum(dtype == tf.int8 for dtype in dtypes) >= 10
+    served = load_in_fresh_process(directory, QUERIES)
+    texts = [query for query in QUERIES if query]
+    by_text = dict(zip(texts, translate(model, tokenizer, texts, beam_size=2)))
+    assert served["batch"] == [by_text.get(query, "") for query in QUERIES]
+    assert served["one_by_one"] == served["batch"]
+    assert len(set(by_text.values())) > 1 and all(by_text.values())
 
 
 @tensorflow_only
