@@ -364,7 +364,10 @@ def make_runners(shape, jit, contenders):
         prompt_mask = np.zeros(hub_prompt.shape, bool)
         prompt_mask[:, 0] = True
 
-        def run_hub(warm_up=False, hub_fn=hub_fn, hub_prompt=hub_prompt, prompt_mask=prompt_mask):
+        # `model=hub` keeps the model alive: the compiled function holds it weakly.
+        def run_hub(
+            warm_up=False, hub_fn=hub_fn, hub_prompt=hub_prompt, prompt_mask=prompt_mask, model=hub
+        ):
             ids = hub_fn(
                 ops.convert_to_tensor(source_bucket),
                 ops.convert_to_tensor(hub_prompt),

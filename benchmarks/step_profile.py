@@ -37,6 +37,8 @@ _LAYOUT = {"Cast", "Transpose", "Reshape", "ConcatV2", "Split", "SplitV", "Squee
 _BATCHED = {"_MklEinsum", "Einsum", "BatchMatMulV2", "_MklBatchMatMulV2"}
 _PLAIN = {"_MklMatMul", "MatMul", "_MklNativeFusedMatMul", "_FusedMatMul"}
 _MATMULS = _BATCHED | _PLAIN
+# Name scopes of the hand-written gradients (keras_transformer/ops): "layer_norm_gradient_3/".
+_WRITTEN_GRADIENT = re.compile(r"_gradient(_\d+)?/")
 
 
 def categorise(op_type, name):
@@ -101,7 +103,9 @@ def profile(run, logdir):
             continue
         category = categorise(row["type"], row["operation"])
         totals[category][0] += row["total_self_time"]
-        if row["operation"].startswith("gradient_tape/") or "_gradient/" in row["operation"]:
+        if row["operation"].startswith("gradient_tape/") or _WRITTEN_GRADIENT.search(
+            row["operation"]
+        ):
             totals[category][1] += row["total_self_time"]
     return dict(totals), idle, rows
 
