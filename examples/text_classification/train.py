@@ -261,6 +261,15 @@ def make_model(args, tokenizer, pretrained):
     return model
 
 
+def strategy_scope(model):
+    """The scope of `model`'s `tf.distribute` strategy (`--mesh` on TensorFlow), else none.
+
+    Variables made after the model (the optimizer's, LoRA's) must be made in it for `fit`.
+    """
+    strategy = getattr(model, "distribute_strategy", None)  # TensorFlow's trainer only
+    return strategy.scope() if strategy is not None else contextlib.nullcontext()
+
+
 def compile_classifier(model, learning_rate, total_steps):
     """Compiles `model` for batches that may hold rows of sample weight 0 (see `--mesh`).
 
@@ -272,8 +281,7 @@ def compile_classifier(model, learning_rate, total_steps):
     On TensorFlow the optimizer's variables are made in the scope of the model's
     `tf.distribute` strategy (`--mesh`), as `fit` requires.
     """
-    strategy = getattr(model, "distribute_strategy", None)  # TensorFlow's trainer only
-    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+    with strategy_scope(model):
         model.compile(
             optimizer=fine_tuning_optimizer(learning_rate, total_steps=total_steps),
             loss=keras.losses.SparseCategoricalCrossentropy(
@@ -334,7 +342,8 @@ def run(args, argv):
     # is written.
     model = make_model(args, tokenizer, pretrained)
     if args.lora_rank:
-        model.enable_lora(args.lora_rank)
+        with strategy_scope(model):
+            model.enable_lora(args.lora_rank)
     trainable = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     print(f"trainable parameters: {trainable:,} of {model.count_params():,}")
     # The data-parallel replicas split every batch evenly: partial batches are completed
