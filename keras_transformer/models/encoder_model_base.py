@@ -112,7 +112,24 @@ class EncoderModelBase(TransformerModelBase):
         self.encoder = keras.Model(token_ids, x, name="encoder")
 
     def encoder_config(self):
-        """The arguments that define the encoder's weights (no dropout rates), as a dict."""
+        """The arguments that define the encoder's weights (no dropout rates), as a dict.
+
+        Two encoder-only models whose `encoder_config()` are equal can exchange
+        encoder weights (`TransformerClassifier.from_encoder`).
+
+        Returns:
+            A dict from argument names (`vocabulary_size`, `num_layers`,
+            `hidden_dim`, ...) to their values.
+
+        Example:
+
+        >>> from keras_transformer.models import MaskedLM
+        >>> model = MaskedLM(100, num_layers=1, hidden_dim=16, num_heads=2,
+        ...                  intermediate_dim=32)
+        >>> config = model.encoder_config()
+        >>> config["vocabulary_size"], config["hidden_dim"], "dropout" in config
+        (100, 16, False)
+        """
         return {name: getattr(self, name) for name in ENCODER_ARCHITECTURE}
 
     def get_config(self):

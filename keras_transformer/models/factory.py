@@ -387,15 +387,33 @@ def build(
     Returns:
         The model, with a `build_info` dict attribute.
 
+    Raises:
+        ValueError: for an unknown `task`, `preset`, `precision` or override,
+            a missing vocabulary size or `num_classes`, a `dtype` argument
+            (pass `precision`), a `learning_rate_scale` that is not a positive
+            number, or a `mesh` the devices cannot hold.
+
     Example:
 
-    ```python
-    model = keras_transformer.models.build(
-        "translation", preset="tiny", source_vocabulary_size=8000
-    )
-    model.fit(dataset, epochs=1)  # {"encoder_token_ids", "decoder_token_ids"}, labels
-    model.build_info["precision"]  # e.g. "float32"
-    ```
+    A translation model of the `"tiny"` preset, made smaller still by
+    overrides; `build` prints what it chose (the device part of the line
+    depends on the machine):
+
+    >>> from keras_transformer.models import build
+    >>> model = build("translation", preset="tiny", source_vocabulary_size=100,
+    ...               num_layers=1, hidden_dim=16, intermediate_dim=32,
+    ...               num_heads=2, precision="float32")
+    keras_transformer.models.build: translation / tiny, 7,168 parameters, ...
+    >>> type(model).__name__, model.build_info["precision"]
+    ('Seq2SeqTransformer', 'float32')
+    >>> logits = model({"encoder_token_ids": keras.ops.ones((2, 7), "int32"),
+    ...                 "decoder_token_ids": keras.ops.ones((2, 5), "int32")})
+    >>> tuple(logits.shape)
+    (2, 5, 100)
+
+    The model is compiled with the paper's recipe, so `model.fit(dataset)`
+    trains it on batches of `make_translation_dataset`:
+    `({"encoder_token_ids", "decoder_token_ids"}, labels)`.
     """
     _check_choice("task", task, tuple(TASKS))
     _check_choice("preset", preset, tuple(PRESETS))

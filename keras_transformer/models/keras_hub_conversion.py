@@ -136,7 +136,29 @@ def from_keras_hub(backbone, num_classes=None, pooling="cls", pad_id=None, **kwa
 
     Example:
 
-    Online (downloads a preset; keras-hub's tokenizer does not add special
+    A BERT backbone with random weights, converted; the classifier's encoder
+    computes the backbone's `sequence_output` at the real tokens:
+
+    >>> import keras_hub
+    >>> import numpy as np
+    >>> from keras_transformer.models import from_keras_hub
+    >>> backbone = keras_hub.models.BertBackbone(
+    ...     vocabulary_size=100, num_layers=1, num_heads=2, hidden_dim=16,
+    ...     intermediate_dim=32, max_sequence_length=16)
+    >>> classifier = from_keras_hub(backbone, num_classes=2)
+    >>> type(classifier).__name__, classifier.pooling
+    ('TransformerClassifier', 'cls')
+    >>> token_ids = np.array([[2, 15, 16, 3, 0, 0]], "int32")
+    >>> tuple(classifier(token_ids).shape)
+    (1, 2)
+    >>> theirs = backbone({"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+    ...                    "padding_mask": token_ids != 0})["sequence_output"]
+    >>> ours = classifier.encoder(token_ids)
+    >>> difference = keras.ops.abs(theirs - ours)[:, :4]  # the 4 real tokens
+    >>> bool(keras.ops.max(difference) < 1e-5)
+    True
+
+    A pretrained model, online (downloads a preset; keras-hub's tokenizer does not add special
     tokens, a `StartEndPacker` lays the ids out as `[CLS] … [SEP] [PAD]…`,
     so `pooling="cls"` reads the `[CLS]` state):
 

@@ -61,13 +61,14 @@ class MaskedLM(EncoderModelBase):
 
     Example:
 
+    >>> from keras_transformer.models import MaskedLM
     >>> model = MaskedLM(100, num_layers=1, hidden_dim=16, num_heads=2,
     ...                  intermediate_dim=32)
     >>> ids = keras.ops.ones((2, 7), "int32")
-    >>> model(ids).shape
+    >>> tuple(model(ids).shape)
     (2, 7, 100)
     >>> positions = keras.ops.convert_to_tensor([[1, 4], [2, 0]])
-    >>> model({"token_ids": ids, "mask_positions": positions}).shape
+    >>> tuple(model({"token_ids": ids, "mask_positions": positions}).shape)
     (2, 2, 100)
 
     References:

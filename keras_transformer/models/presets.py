@@ -24,11 +24,11 @@ small data sets, and warm up faster because they take far fewer steps.
 
 Example:
 
-```python
-from keras_transformer.models.presets import PRESETS
-
-PRESETS["base"]["hidden_dim"]  # 512
-```
+>>> from keras_transformer.models import PRESETS
+>>> sorted(PRESETS)
+['base', 'big', 'small', 'tiny']
+>>> PRESETS["base"]["hidden_dim"], PRESETS["base"]["num_layers"]
+(512, 6)
 
 References:
     Vaswani et al., "Attention Is All You Need", 2017, Table 3.

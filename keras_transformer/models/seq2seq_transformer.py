@@ -54,12 +54,20 @@ class Seq2SeqTransformer(TransformerModelBase):
 
     Example:
 
+    >>> from keras_transformer.models import Seq2SeqTransformer
     >>> model = Seq2SeqTransformer(100, num_encoder_layers=1, num_decoder_layers=1,
     ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
     >>> logits = model({"encoder_token_ids": keras.ops.ones((2, 7), "int32"),
     ...                 "decoder_token_ids": keras.ops.ones((2, 5), "int32")})
-    >>> logits.shape
+    >>> tuple(logits.shape)
     (2, 5, 100)
+    >>> model.count_params()
+    8768
+
+    Translate with `model.generate` (beam search, greedy search or sampling
+    over a key/value cache), after training it with `compile` and `fit` (or
+    `keras_transformer.models.build("translation", ...)`, which compiles it
+    with the paper's recipe).
 
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
@@ -175,19 +183,68 @@ class Seq2SeqTransformer(TransformerModelBase):
             self.output_projection.build(hidden_shape)
 
     def encode(self, encoder_token_ids, training=None):
-        """Runs the encoder; returns `(encoder_outputs, encoder_padding_mask)`."""
+        """Runs the embedding and the encoder stack over the source ids.
+
+        Args:
+            encoder_token_ids: int tensor `(batch, source_length)`, padded with
+                `pad_id`.
+            training: bool, whether dropout is active. Defaults to `None`.
+
+        Returns:
+            `(encoder_outputs, encoder_padding_mask)`: the float
+            `(batch, source_length, hidden_dim)` states and the bool
+            `(batch, source_length)` mask, `True` at real tokens.
+
+        Example:
+
+        >>> model = Seq2SeqTransformer(100, num_encoder_layers=1, num_decoder_layers=1,
+        ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> outputs, mask = model.encode(keras.ops.convert_to_tensor([[5, 6, 0]]))
+        >>> tuple(outputs.shape), keras.ops.convert_to_numpy(mask).tolist()
+        ((1, 3, 16), [[True, True, False]])
+        """
         padding_mask = self.padding_mask(encoder_token_ids)
         x = self.source_embedding(encoder_token_ids, training=training)
         return self.encoder(x, padding_mask=padding_mask, training=training), padding_mask
 
     def project(self, hidden):
-        """Decoder hidden states → float32 logits over the target vocabulary."""
+        """Decoder hidden states → float32 logits over the target vocabulary.
+
+        Through the target embedding matrix (tied, the default) or the
+        `output_projection` layer (`tie_output_embeddings=False`).
+
+        Args:
+            hidden: float tensor `(..., hidden_dim)`.
+
+        Returns:
+            float32 logits `(..., target_vocabulary_size)`.
+        """
         if self.output_projection is None:
             return self.float32_logits(self.target_embedding.attend(hidden))
         return self.float32_logits(self.output_projection(hidden))
 
     def decode(self, decoder_token_ids, encoder_outputs, encoder_padding_mask=None, training=None):
-        """Runs the decoder over a whole target prefix; returns logits."""
+        """Runs the decoder over whole target prefixes (teacher forcing).
+
+        Args:
+            decoder_token_ids: int tensor `(batch, target_length)`, padded with
+                `pad_id`.
+            encoder_outputs: the states `encode` returns.
+            encoder_padding_mask: the mask `encode` returns. Defaults to `None`
+                (every source position is attended to).
+            training: bool, whether dropout is active. Defaults to `None`.
+
+        Returns:
+            float32 logits `(batch, target_length, target_vocabulary_size)`.
+
+        Example:
+
+        >>> model = Seq2SeqTransformer(100, num_encoder_layers=1, num_decoder_layers=1,
+        ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> outputs, mask = model.encode(keras.ops.convert_to_tensor([[5, 6, 0]]))
+        >>> tuple(model.decode(keras.ops.convert_to_tensor([[2, 7]]), outputs, mask).shape)
+        (1, 2, 100)
+        """
         x = self.target_embedding(decoder_token_ids, training=training)
         x = self.decoder(
             x,
@@ -204,6 +261,26 @@ class Seq2SeqTransformer(TransformerModelBase):
         The self-attention cache is zeros for `max_length` steps; the
         cross-attention cache holds the encoder output's keys and values,
         computed once.
+
+        Args:
+            encoder_outputs: the states `encode` returns, `(batch,
+                source_length, hidden_dim)`.
+            max_length: int, the decoder steps the self-attention cache holds.
+
+        Returns:
+            `(self_attention_cache, cross_attention_cache)`, tensors to pass to
+            `decode_step`.
+
+        Example:
+
+        >>> model = Seq2SeqTransformer(100, num_encoder_layers=1, num_decoder_layers=1,
+        ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> outputs, mask = model.encode(keras.ops.convert_to_tensor([[5, 6, 0]]))
+        >>> self_cache, cross_cache = model.initial_cache(outputs, max_length=4)
+        >>> logits, self_cache = model.decode_step(
+        ...     keras.ops.convert_to_tensor([[2]]), self_cache, cross_cache, 0, mask)
+        >>> tuple(logits.shape)
+        (1, 1, 100)
         """
         batch_size = keras.ops.shape(encoder_outputs)[0]
         self_cache = self.decoder.initial_self_attention_cache(batch_size, max_length)
@@ -221,7 +298,23 @@ class Seq2SeqTransformer(TransformerModelBase):
 
         `decoder_token_ids` `(batch, new_steps)` sit at positions
         `cache_update_index ...`; their keys and values are written into the
-        self-attention cache.
+        self-attention cache. `generate` calls it one token at a time.
+
+        Args:
+            decoder_token_ids: int tensor `(batch, new_steps)`.
+            self_attention_cache: the self-attention cache (from
+                `initial_cache`, then from the previous step).
+            cross_attention_cache: the cross-attention cache from
+                `initial_cache`.
+            cache_update_index: int or scalar int tensor, the position of the
+                first new step.
+            encoder_padding_mask: the mask `encode` returns. Defaults to `None`.
+
+        Returns:
+            `(logits, self_attention_cache)`: float32 logits `(batch,
+            new_steps, target_vocabulary_size)` and the updated cache.
+
+        See `initial_cache` for an example.
         """
         x = self.target_embedding(decoder_token_ids, start_index=cache_update_index)
         x, self_attention_cache, _ = self.decoder(
@@ -273,10 +366,17 @@ class Seq2SeqTransformer(TransformerModelBase):
 
         Example:
 
+        An untrained model stops at `max_length`, or earlier at `end_id`:
+
         >>> model = Seq2SeqTransformer(50, num_encoder_layers=1, num_decoder_layers=1,
         ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
-        >>> model.generate([[5, 6, 7, 0]], max_length=4, start_id=1, end_id=2).shape[0]
-        1
+        >>> ids = model.generate([[5, 6, 7, 0]], max_length=4, start_id=1, end_id=2,
+        ...                      method="greedy", jit_compile=False)
+        >>> ids.shape[0], ids.shape[1] <= 4, str(ids.dtype)
+        (1, True, 'int32')
+
+        (`jit_compile=False` runs a TensorFlow graph without XLA: a single
+        short call is then faster; keep the default `True` for many calls.)
 
         References:
             - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7

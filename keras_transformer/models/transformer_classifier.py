@@ -54,10 +54,13 @@ class TransformerClassifier(EncoderModelBase):
 
     Example:
 
+    >>> from keras_transformer.models import TransformerClassifier
     >>> model = TransformerClassifier(100, num_classes=2, num_layers=1,
     ...                               hidden_dim=16, num_heads=2, intermediate_dim=32)
-    >>> model(keras.ops.ones((3, 7), "int32")).shape
+    >>> tuple(model(keras.ops.ones((3, 7), "int32")).shape)
     (3, 2)
+    >>> tuple(model.encoder(keras.ops.ones((3, 7), "int32")).shape)
+    (3, 7, 16)
     """
 
     def __init__(
@@ -147,13 +150,22 @@ class TransformerClassifier(EncoderModelBase):
             A `TransformerClassifier` whose `encoder` computes exactly what
             `pretrained.encoder` computes.
 
+        Raises:
+            ValueError: when `pretrained` is not an encoder-only model of this
+                library, or an encoder size in `kwargs` differs from its.
+
         Example:
 
+        >>> from keras_transformer.models import MaskedLM
         >>> pretrained = MaskedLM(100, num_layers=1, hidden_dim=16, num_heads=2,
         ...                       intermediate_dim=32)
         >>> classifier = TransformerClassifier.from_encoder(pretrained, num_classes=3)
-        >>> classifier(keras.ops.ones((2, 5), "int32")).shape
+        >>> tuple(classifier(keras.ops.ones((2, 5), "int32")).shape)
         (2, 3)
+        >>> ids = keras.ops.convert_to_tensor([[2, 7, 8, 3]])
+        >>> same = keras.ops.all(classifier.encoder(ids) == pretrained.encoder(ids))
+        >>> bool(same)
+        True
         """
         if not isinstance(pretrained, EncoderModelBase):
             raise ValueError(
@@ -175,6 +187,17 @@ class TransformerClassifier(EncoderModelBase):
         self.classifier_head.build((None, self.hidden_dim))
 
     def pool(self, hidden, token_ids):
+        """Pools the encoder states into one vector per row, as `pooling` says.
+
+        Args:
+            hidden: float `(batch, length, hidden_dim)`, the encoder's states.
+            token_ids: int `(batch, length)`, the ids they came from (for the
+                padding mask of `"mean"`).
+
+        Returns:
+            float `(batch, hidden_dim)`: the mean over the real tokens
+            (`"mean"`), or the first token's state (`"cls"`).
+        """
         if self.pooling == "cls":
             return hidden[:, 0]
         mask = ops.cast(self.padding_mask(token_ids), hidden.dtype)[..., None]
@@ -189,11 +212,36 @@ class TransformerClassifier(EncoderModelBase):
         return self.float32_logits(self.classifier_head(pooled))
 
     def enable_lora(self, rank, lora_alpha=None, target_names=None):
-        """LoRA on the encoder (see `TransformerModelBase.enable_lora`); the head trains.
+        """LoRA on the encoder's projections; the classification head trains in full.
 
-        The classification head is new for the task, so it stays trainable (unless the
-        model is quantised: integer kernels do not train); freeze it with
-        `model.classifier_head.trainable = False`.
+        Like `TransformerModelBase.enable_lora`, which freezes every weight and
+        adds the adapters, but the classification head is new for the task, so
+        it stays trainable (unless the model is quantised: integer kernels do
+        not train); freeze it with `model.classifier_head.trainable = False`.
+
+        Args:
+            rank: int, the rank of the adapters.
+            lora_alpha: float, the adapters' scale is `lora_alpha / rank`.
+                Defaults to `None` (`rank`).
+            target_names: names of the projections to adapt (see
+                `lora_targets`). Defaults to `None` (all six kinds).
+
+        Raises:
+            ValueError: for a `rank` that is not a positive int, unknown
+                `target_names`, or a model whose LoRA is already enabled.
+
+        Example:
+
+        >>> model = TransformerClassifier(100, num_classes=2, num_layers=1,
+        ...                               hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> model.enable_lora(rank=2)
+        >>> sorted({v.path.split("/")[-1] for v in model.trainable_weights})
+        ['bias', 'kernel', 'lora_kernel_a', 'lora_kernel_b']
+        >>> [v.path.split("/", 1)[1] for v in model.trainable_weights if "lora" not in v.path]
+        ['classifier_head/kernel', 'classifier_head/bias']
+
+        References:
+            - [Hu et al., 2021](https://arxiv.org/abs/2106.09685)
         """
         super().enable_lora(rank, lora_alpha=lora_alpha, target_names=target_names)
         if self.classifier_head.quantization_mode is None:

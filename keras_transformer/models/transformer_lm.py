@@ -41,10 +41,15 @@ class TransformerLM(TransformerModelBase):
 
     Example:
 
+    >>> from keras_transformer.models import TransformerLM
     >>> lm = TransformerLM(100, num_layers=2, hidden_dim=16, num_heads=2,
     ...                    intermediate_dim=32)
-    >>> lm(keras.ops.ones((2, 7), "int32")).shape
+    >>> tuple(lm(keras.ops.ones((2, 7), "int32")).shape)
     (2, 7, 100)
+
+    Train it on `(token_ids[:, :-1], token_ids[:, 1:])` pairs with a loss that
+    ignores `pad_id` (what `keras_transformer.models.build("language_modeling",
+    ...)` compiles), then continue prompts with `lm.generate`.
     """
 
     def __init__(
@@ -127,19 +132,63 @@ class TransformerLM(TransformerModelBase):
             self.output_projection.build(hidden_shape)
 
     def project(self, hidden):
-        """Hidden states → float32 logits over the vocabulary."""
+        """Hidden states → float32 logits over the vocabulary.
+
+        Through the embedding matrix (tied, the default) or the
+        `output_projection` layer (`tie_output_embeddings=False`).
+
+        Args:
+            hidden: float tensor `(..., hidden_dim)`.
+
+        Returns:
+            float32 logits `(..., vocabulary_size)`.
+        """
         if self.output_projection is None:
             return self.float32_logits(self.embedding.attend(hidden))
         return self.float32_logits(self.output_projection(hidden))
 
     def initial_cache(self, batch_size, max_length):
-        """A zero self-attention cache for `max_length` steps."""
+        """A zero self-attention cache for `max_length` steps.
+
+        Args:
+            batch_size: int or scalar int tensor, the rows to decode.
+            max_length: int, the positions the cache holds.
+
+        Returns:
+            A tensor holding every block's keys and values, to pass to
+            `decode_step`.
+
+        Example:
+
+        >>> lm = TransformerLM(100, num_layers=1, hidden_dim=16, num_heads=2,
+        ...                    intermediate_dim=32)
+        >>> cache = lm.initial_cache(batch_size=2, max_length=8)
+        >>> logits, cache = lm.decode_step(keras.ops.ones((2, 3), "int32"), cache, 0)
+        >>> tuple(logits.shape)
+        (2, 3, 100)
+        """
         return self.decoder.initial_self_attention_cache(batch_size, max_length)
 
     def decode_step(self, token_ids, cache, cache_update_index, padding_mask=None):
         """Runs new steps with the cache; returns `(logits, cache)`.
 
-        `padding_mask`, if given, is `(batch, max_length)` over the cache slots.
+        `token_ids` `(batch, new_steps)` sit at positions
+        `cache_update_index ...`; their keys and values are written into the
+        cache. `generate` feeds a prompt in one call, then one token a call.
+
+        Args:
+            token_ids: int tensor `(batch, new_steps)`.
+            cache: the cache from `initial_cache`, then from the previous step.
+            cache_update_index: int or scalar int tensor, the position of the
+                first new step.
+            padding_mask: bool `(batch, max_length)` over the cache slots,
+                `False` at slots to ignore. Defaults to `None`.
+
+        Returns:
+            `(logits, cache)`: float32 logits `(batch, new_steps,
+            vocabulary_size)` and the updated cache.
+
+        See `initial_cache` for an example.
         """
         x = self.embedding(token_ids, start_index=cache_update_index)
         x, cache, _ = self.decoder(
@@ -176,8 +225,12 @@ class TransformerLM(TransformerModelBase):
 
         >>> lm = TransformerLM(50, num_layers=1, hidden_dim=16, num_heads=2,
         ...                    intermediate_dim=32)
-        >>> lm.generate([[5, 6, 7]], max_length=6).shape
-        (1, 6)
+        >>> ids = lm.generate([[5, 6, 7]], max_length=6, jit_compile=False)
+        >>> ids.shape, ids[0, :3].tolist()
+        ((1, 6), [5, 6, 7])
+
+        (`jit_compile=False` runs a TensorFlow graph without XLA: a single
+        short call is then faster; keep the default `True` for many calls.)
         """
         from keras_transformer.generation.language_model import generate_lm
 

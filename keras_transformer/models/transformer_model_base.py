@@ -38,7 +38,23 @@ class TransformerModelBase(keras.Model):
         self.pad_id = pad_id
 
     def padding_mask(self, token_ids):
-        """`True` at real tokens, `False` at `pad_id`."""
+        """`True` at real tokens, `False` at `pad_id`.
+
+        Args:
+            token_ids: int tensor of any shape.
+
+        Returns:
+            A bool tensor of the same shape.
+
+        Example:
+
+        >>> from keras_transformer.models import TransformerLM
+        >>> lm = TransformerLM(100, num_layers=1, hidden_dim=16, num_heads=2,
+        ...                    intermediate_dim=32)
+        >>> mask = lm.padding_mask(keras.ops.convert_to_tensor([[5, 6, 0]]))
+        >>> keras.ops.convert_to_numpy(mask).tolist()
+        [[True, True, False]]
+        """
         return ops.not_equal(token_ids, ops.cast(self.pad_id, token_ids.dtype))
 
     @staticmethod
@@ -96,6 +112,19 @@ class TransformerModelBase(keras.Model):
 
         Returns:
             A list of layers.
+
+        Raises:
+            ValueError: for an empty `target_names` or an unknown name.
+
+        Example:
+
+        >>> from keras_transformer.models import TransformerClassifier
+        >>> model = TransformerClassifier(100, num_classes=2, num_layers=2,
+        ...                               hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> len(model.lora_targets())  # 2 blocks x (4 attention + 2 feed-forward)
+        12
+        >>> sorted({layer.name for layer in model.lora_targets(["query", "value"])})
+        ['query', 'value']
         """
         names = LORA_TARGETS if target_names is None else tuple(target_names)
         unknown = sorted(set(names) - set(LORA_TARGETS))
@@ -128,8 +157,25 @@ class TransformerModelBase(keras.Model):
             rank: int, the rank of the adapters.
             lora_alpha: float, the adapters' scale is `lora_alpha / rank`.
                 Defaults to `rank`.
-            target_names: see `lora_targets`. Defaults to every attention and
-                feed-forward projection.
+            target_names: see `lora_targets`. Defaults to `None`: every
+                attention and feed-forward projection.
+
+        Raises:
+            ValueError: for a `rank` that is not a positive int, unknown
+                `target_names`, or a model whose LoRA is already enabled.
+
+        Example:
+
+        >>> from keras_transformer.models import TransformerLM
+        >>> lm = TransformerLM(100, num_layers=1, hidden_dim=16, num_heads=2,
+        ...                    intermediate_dim=32)
+        >>> ids = keras.ops.convert_to_tensor([[5, 6, 7]])
+        >>> before = lm(ids)
+        >>> lm.enable_lora(rank=2, target_names=["query", "value"])
+        >>> len(lm.trainable_weights)  # A and B of 2 projections
+        4
+        >>> float(keras.ops.max(keras.ops.abs(lm(ids) - before)))  # B starts at zero
+        0.0
 
         References:
             - [Hu et al., 2021](https://arxiv.org/abs/2106.09685)
@@ -160,6 +206,22 @@ class TransformerModelBase(keras.Model):
 
         Returns:
             A new model of the same class.
+
+        Example:
+
+        >>> from keras_transformer.models import TransformerClassifier
+        >>> model = TransformerClassifier(100, num_classes=2, num_layers=1,
+        ...                               hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> model.enable_lora(rank=2)
+        >>> # ... model.fit(...) trains the adapters; here B is set by hand instead.
+        >>> query = model.lora_targets(["query"])[0]
+        >>> _ = query.lora_kernel_b.assign(keras.ops.ones(query.lora_kernel_b.shape))
+        >>> merged = model.merge_lora()
+        >>> any("lora" in v.path for v in merged.weights)
+        False
+        >>> ids = keras.ops.convert_to_tensor([[5, 6, 7]])
+        >>> bool(keras.ops.max(keras.ops.abs(merged(ids) - model(ids))) < 1e-5)
+        True
         """
         merged = type(self).from_config(self.get_config())
         with tempfile.TemporaryDirectory() as directory:
@@ -170,7 +232,19 @@ class TransformerModelBase(keras.Model):
         return merged
 
     def export_input_signature(self):
-        """The default `input_signature` of `export`: int32 ids, any batch and length."""
+        """The default `input_signature` of `export`: int32 ids, any batch and length.
+
+        Returns:
+            A dict of `keras.InputSpec`, one per name of the model's inputs.
+
+        Example:
+
+        >>> from keras_transformer.models import Seq2SeqTransformer
+        >>> model = Seq2SeqTransformer(100, num_encoder_layers=1, num_decoder_layers=1,
+        ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> {name: spec.shape for name, spec in model.export_input_signature().items()}
+        {'encoder_token_ids': (None, None), 'decoder_token_ids': (None, None)}
+        """
         return {
             name: keras.InputSpec(shape=(None, None), dtype="int32", name=name)
             for name in self.INPUT_NAMES
@@ -190,8 +264,28 @@ class TransformerModelBase(keras.Model):
             format: `"tf_saved_model"` or `"onnx"` (and Keras's other formats).
                 Defaults to `"tf_saved_model"`.
             verbose: bool, print a message. Defaults to `None` (Keras's default).
-            input_signature: Defaults to `[model.export_input_signature()]`.
+            input_signature: Defaults to `None`, meaning
+                `[model.export_input_signature()]`.
             **kwargs: passed to `keras.Model.export`.
+
+        Returns:
+            What `keras.Model.export` returns (`None` for a SavedModel).
+
+        Example:
+
+        The export itself is skipped here: it takes seconds even for a tiny
+        model, as TensorFlow traces and writes the graph.
+
+        >>> import tempfile
+        >>> from keras_transformer.models import TransformerClassifier
+        >>> model = TransformerClassifier(100, num_classes=2, num_layers=1,
+        ...                               hidden_dim=16, num_heads=2, intermediate_dim=32)
+        >>> directory = tempfile.mkdtemp()
+        >>> model.export(directory + "/classifier", verbose=False)  # doctest: +SKIP
+        >>> import tensorflow as tf  # doctest: +SKIP
+        >>> reloaded = tf.saved_model.load(directory + "/classifier")  # doctest: +SKIP
+        >>> reloaded.serve({"token_ids": tf.ones((2, 5), tf.int32)}).shape  # doctest: +SKIP
+        TensorShape([2, 2])
         """
         if input_signature is None:
             input_signature = [self.export_input_signature()]
