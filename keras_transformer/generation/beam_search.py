@@ -75,6 +75,7 @@ def beam_search(
 
     Example:
 
+    >>> from keras_transformer.generation import beam_search
     >>> # Next-token probabilities depend only on the current token (row).
     >>> table = keras.ops.log(keras.ops.convert_to_tensor(
     ...     [[.01, .04, .55, .4], [.25, .25, .25, .25], [.05, .8, .05, .1], [.05, .9, .03, .02]]))

@@ -36,6 +36,7 @@ def bucket_length(length, maximum=None):
 
     Example:
 
+    >>> from keras_transformer.generation import bucket_length
     >>> [bucket_length(n) for n in (1, 9, 13, 30, 80, 81, 130)]
     [8, 12, 16, 32, 80, 96, 160]
     """
@@ -150,11 +151,30 @@ def compiled_function(model, key, make_fn, jit_compile=True):
 def trace_count(model):
     """How many times generation functions of `model` were traced, all together.
 
+    `generate` pads lengths to buckets (`bucket_length`) so that calls of
+    nearby lengths reuse one compiled program; this count shows whether they
+    did (a test or a benchmark can check that it stays put). Functions run
+    eagerly (JAX with `jit_compile=False`, PyTorch) are never traced.
+
+    Args:
+        model: a `Seq2SeqTransformer` or `TransformerLM` (any model).
+
+    Returns:
+        int, the traces of all of `model`'s generation functions; `0` before
+        its first `generate`.
+
     Example:
 
-    >>> before = trace_count(model)  # doctest: +SKIP
-    >>> model.generate(ids, start_id=1, end_id=2)  # doctest: +SKIP
-    >>> trace_count(model) - before  # doctest: +SKIP
+    >>> from keras_transformer.generation import trace_count
+    >>> from keras_transformer.models import TransformerLM
+    >>> lm = TransformerLM(50, num_layers=1, hidden_dim=16, num_heads=2,
+    ...                    intermediate_dim=32)
+    >>> trace_count(lm)
+    0
+    >>> _ = lm.generate([[5, 6, 7]], max_length=6, jit_compile=False)
+    >>> traced = trace_count(lm)
+    >>> _ = lm.generate([[8, 9, 10, 11]], max_length=7, jit_compile=False)
+    >>> trace_count(lm) - traced  # the same buckets: the compiled search is reused
     0
     """
     return sum(f.trace_count for f in _REGISTRY.get(model, {}).values())

@@ -54,6 +54,8 @@ def greedy_search(
 
     Example:
 
+    >>> import keras
+    >>> from keras_transformer.generation import greedy_search
     >>> # A decoder whose next token is always (current + 1) % 5; 4 ends a row.
     >>> def step_fn(token_ids, cache, index):
     ...     return keras.ops.one_hot((token_ids[:, 0] + 1) % 5, 5) * 10.0, cache

@@ -94,12 +94,29 @@ def generate_lm(
         `pad_id` after an end token), or `(batch, num_return_sequences,
         length)`; with `return_scores=True`, a tuple `(token_ids, scores)`.
 
+    Raises:
+        ValueError: for a prompt that is not right-padded or has an empty row,
+            a `max_length` not above the longest prompt (or beyond a learned
+            position table), a missing `end_id` for beam search, or a bad
+            option.
+
     Example:
 
+    Each row keeps its prompt and continues after its own last token:
+
+    >>> from keras_transformer.generation import generate_lm
+    >>> from keras_transformer.models import TransformerLM
     >>> lm = TransformerLM(50, num_layers=1, hidden_dim=16, num_heads=2,
     ...                    intermediate_dim=32)
-    >>> generate_lm(lm, [[5, 6, 7], [8, 0, 0]], max_length=6).shape
-    (2, 6)
+    >>> ids = generate_lm(lm, [[5, 6, 7], [8, 0, 0]], max_length=6, jit_compile=False)
+    >>> ids.shape, ids[0, :3].tolist(), ids[1, :1].tolist()
+    ((2, 6), [5, 6, 7], [8])
+
+    `method="top_k"` or `"top_p"` samples instead; the same `seed` then gives
+    the same tokens.
+
+    (`jit_compile=False` runs a TensorFlow graph without XLA: a single
+    short call is then faster; keep the default `True` for many calls.)
 
     References:
         - [Holtzman et al., 2020](https://arxiv.org/abs/1904.09751) (top-p sampling)

@@ -23,6 +23,7 @@ def gnmt_length_penalty(length, alpha):
 
     Example:
 
+    >>> from keras_transformer.generation import gnmt_length_penalty
     >>> float(gnmt_length_penalty(1, 0.6))
     1.0
     >>> round(float(gnmt_length_penalty(7, 1.0)), 3)

@@ -53,8 +53,10 @@ def top_k_logits(logits, k):
 
     Example:
 
-    >>> top_k_logits(keras.ops.convert_to_tensor([[1.0, 3.0, 2.0]]), 2)  # doctest: +SKIP
-    [[-inf, 3.0, 2.0]]
+    >>> from keras_transformer.generation import top_k_logits
+    >>> logits = keras.ops.convert_to_tensor([[1.0, 3.0, 2.0], [4.0, 4.0, 0.0]])
+    >>> keras.ops.convert_to_numpy(top_k_logits(logits, 2)).tolist()
+    [[-inf, 3.0, 2.0], [4.0, 4.0, -inf]]
 
     References:
         - [Fan et al., 2018](https://arxiv.org/abs/1805.04833)
@@ -79,9 +81,11 @@ def top_p_logits(logits, p):
 
     Example:
 
+    >>> from keras_transformer.generation import top_p_logits
     >>> logits = keras.ops.log(keras.ops.convert_to_tensor([[0.5, 0.3, 0.2]]))
-    >>> top_p_logits(logits, 0.7)  # 0.5 < 0.7, 0.5 + 0.3 >= 0.7  # doctest: +SKIP
-    [[-0.69, -1.2, -inf]]
+    >>> filtered = keras.ops.convert_to_numpy(top_p_logits(logits, 0.7))
+    >>> [round(value, 2) for value in filtered[0].tolist()]  # 0.5 < 0.7 <= 0.5 + 0.3
+    [-0.69, -1.2, -inf]
 
     References:
         - [Holtzman et al., 2020](https://arxiv.org/abs/1904.09751)

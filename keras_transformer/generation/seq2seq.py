@@ -117,13 +117,29 @@ def generate_seq2seq(
         log-probability of the generated tokens (under the model's unfiltered
         distribution) otherwise.
 
+    Raises:
+        ValueError: for a missing or out-of-vocabulary `start_id` / `end_id`,
+            an unknown `method`, a bad size or rate, or a `max_length` (or
+            source) longer than a learned position table.
+
     Example:
 
+    An untrained model, so the tokens mean nothing; beam search returns the
+    best hypothesis and, with `return_scores=True`, its length-normalised
+    log-probability:
+
+    >>> from keras_transformer.generation import generate_seq2seq
+    >>> from keras_transformer.models import Seq2SeqTransformer
     >>> model = Seq2SeqTransformer(50, num_encoder_layers=1, num_decoder_layers=1,
     ...                            hidden_dim=16, num_heads=2, intermediate_dim=32)
-    >>> ids = generate_seq2seq(model, [[5, 6, 7, 0]], max_length=5, start_id=1, end_id=2)
-    >>> ids.shape[0], ids.shape[1] <= 5
-    (1, True)
+    >>> ids, scores = generate_seq2seq(model, [[5, 6, 7, 0], [8, 9, 0, 0]],
+    ...                                max_length=5, beam_size=2, start_id=1,
+    ...                                end_id=2, jit_compile=False, return_scores=True)
+    >>> ids.shape[0], ids.shape[1] <= 5, scores.shape, bool((scores <= 0).all())
+    (2, True, (2,), True)
+
+    (`jit_compile=False` runs a TensorFlow graph without XLA: a single
+    short call is then faster; keep the default `True` for many calls.)
 
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1
