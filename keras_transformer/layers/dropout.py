@@ -21,7 +21,7 @@ class Dropout(keras.layers.Dropout):
     Example:
 
     >>> layer = Dropout(0.5, seed=1)
-    >>> layer(keras.ops.ones((2, 4)), training=False).shape
+    >>> tuple(layer(keras.ops.ones((2, 4)), training=False).shape)
     (2, 4)
 
     References:

@@ -29,7 +29,7 @@ class FeedForward(SublayerQuantization, keras.layers.Layer):
     Example:
 
     >>> x = keras.random.normal((2, 5, 16))
-    >>> FeedForward(intermediate_dim=64)(x).shape
+    >>> tuple(FeedForward(intermediate_dim=64)(x).shape)
     (2, 5, 16)
 
     References:

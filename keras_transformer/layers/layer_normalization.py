@@ -24,7 +24,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
     Example:
 
     >>> layer = LayerNormalization(epsilon=1e-6)
-    >>> layer(keras.ops.ones((2, 3, 8))).shape
+    >>> tuple(layer(keras.ops.ones((2, 3, 8))).shape)
     (2, 3, 8)
 
     References:

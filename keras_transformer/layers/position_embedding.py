@@ -25,7 +25,7 @@ class PositionEmbedding(keras.layers.Layer):
     Example:
 
     >>> embeddings = keras.random.normal((2, 10, 16))
-    >>> PositionEmbedding(sequence_length=32)(embeddings).shape
+    >>> tuple(PositionEmbedding(sequence_length=32)(embeddings).shape)
     (2, 10, 16)
 
     References:

@@ -40,7 +40,7 @@ class ScaledDotProductAttention(keras.layers.Layer):
     Example:
 
     >>> q = keras.random.normal((2, 4, 3, 8))
-    >>> ScaledDotProductAttention()(q, q, q).shape
+    >>> tuple(ScaledDotProductAttention()(q, q, q).shape)
     (2, 4, 3, 8)
 
     References:

@@ -47,7 +47,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     >>> embeddings = keras.random.normal((2, 10, 16))
     >>> outputs = embeddings + SinusoidalPositionEncoding()(embeddings)
-    >>> outputs.shape
+    >>> tuple(outputs.shape)
     (2, 10, 16)
 
     References:

@@ -64,9 +64,9 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
     >>> layer = TokenAndPositionEmbedding(vocabulary_size=100, embedding_dim=16)
     >>> ids = keras.ops.convert_to_tensor([[5, 7, 9, 0]])
     >>> hidden = layer(ids)
-    >>> hidden.shape
+    >>> tuple(hidden.shape)
     (1, 4, 16)
-    >>> layer.attend(hidden).shape  # logits against the tied embedding
+    >>> tuple(layer.attend(hidden).shape)  # logits against the tied embedding
     (1, 4, 100)
 
     References:

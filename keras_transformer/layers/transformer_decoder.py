@@ -44,7 +44,7 @@ class TransformerDecoder(TransformerStackBase):
     >>> x = keras.random.normal((2, 5, 16))
     >>> memory = keras.random.normal((2, 7, 16))
     >>> decoder = TransformerDecoder(num_layers=2, num_heads=4, intermediate_dim=32)
-    >>> decoder(x, memory).shape
+    >>> tuple(decoder(x, memory).shape)
     (2, 5, 16)
 
     References:

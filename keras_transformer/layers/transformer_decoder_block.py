@@ -79,7 +79,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
     >>> x = keras.random.normal((2, 5, 16))
     >>> memory = keras.random.normal((2, 7, 16))
-    >>> TransformerDecoderBlock(num_heads=4, intermediate_dim=32)(x, memory).shape
+    >>> tuple(TransformerDecoderBlock(num_heads=4, intermediate_dim=32)(x, memory).shape)
     (2, 5, 16)
 
     References:

@@ -43,7 +43,7 @@ class TransformerEncoder(TransformerStackBase):
     Example:
 
     >>> x = keras.random.normal((2, 6, 16))
-    >>> TransformerEncoder(num_layers=2, num_heads=4, intermediate_dim=32)(x).shape
+    >>> tuple(TransformerEncoder(num_layers=2, num_heads=4, intermediate_dim=32)(x).shape)
     (2, 6, 16)
 
     References:

@@ -56,7 +56,7 @@ class TransformerEncoderBlock(TransformerBlockBase):
     Example:
 
     >>> x = keras.random.normal((2, 6, 16))
-    >>> TransformerEncoderBlock(num_heads=4, intermediate_dim=32)(x).shape
+    >>> tuple(TransformerEncoderBlock(num_heads=4, intermediate_dim=32)(x).shape)
     (2, 6, 16)
 
     References:

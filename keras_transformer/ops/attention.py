@@ -133,6 +133,28 @@ def scaled_dot_product_attention(
         The attended values, shape `(batch, target_length, num_heads, value_dim)`,
         or a tuple `(values, scores)` with `return_attention_scores=True`.
 
+    Example:
+
+    A batch of one, three positions, two heads of size 4. Each row of the
+    causal scores sums to one, and position 0 only sees itself:
+
+    >>> q = keras.random.normal((1, 3, 2, 4), seed=0)
+    >>> values, scores = scaled_dot_product_attention(
+    ...     q, q, q, is_causal=True, return_attention_scores=True
+    ... )
+    >>> tuple(values.shape), tuple(scores.shape)
+    ((1, 3, 2, 4), (1, 2, 3, 3))
+    >>> [round(float(x), 4) for x in ops.convert_to_numpy(ops.sum(scores[0, 0], axis=-1))]
+    [1.0, 1.0, 1.0]
+    >>> ops.convert_to_numpy(scores[0, 0, 0]).tolist()
+    [1.0, 0.0, 0.0]
+
+    A query whose keys are all masked gets zeros, never NaN:
+
+    >>> none_visible = ops.zeros((1, 3), dtype="bool")
+    >>> float(ops.max(ops.abs(scaled_dot_product_attention(q, q, q, mask=none_visible))))
+    0.0
+
     References:
         Vaswani et al., "Attention Is All You Need", 2017, section 3.2.1.
     """

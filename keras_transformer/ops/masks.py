@@ -9,7 +9,28 @@ except ImportError:  # pragma: no cover - older/newer Keras without the private 
 
 
 def get_keras_mask(x):
-    """Returns the Keras mask attached to `x` by a previous layer, or `None`."""
+    """Returns the Keras mask attached to `x` by a previous layer, or `None`.
+
+    A layer such as `keras.layers.Embedding(mask_zero=True)` attaches a padding
+    mask to its output; our layers read it with this function so that they
+    work with Keras masks on every backend (JAX arrays keep it in a side table).
+
+    Args:
+        x: a tensor, or `None`.
+
+    Returns:
+        The boolean mask Keras attached to `x`, or `None` if there is none or
+        `x` is `None`.
+
+    Example:
+
+    >>> import keras
+    >>> embedded = keras.layers.Embedding(10, 4, mask_zero=True)(ops.array([[3, 5, 0]]))
+    >>> ops.convert_to_numpy(get_keras_mask(embedded)).tolist()
+    [[True, True, False]]
+    >>> get_keras_mask(ops.ones((1, 3))) is None
+    True
+    """
     if x is None:
         return None
     if _get_keras_mask is not None:
@@ -30,6 +51,20 @@ def causal_mask(query_length, key_length=None, start_index=0):
             `query_length`.
         start_index: int or scalar tensor, absolute position of the first query
             (the decoding step when a cache is used). Defaults to `0`.
+
+    Returns:
+        A boolean tensor of shape `(query_length, key_length)`, `True` where
+        the query may attend to the key.
+
+    Example:
+
+    >>> ops.convert_to_numpy(causal_mask(3)).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+
+    One query at decoding step 2 of a 4-slot cache sees keys 0 to 2:
+
+    >>> ops.convert_to_numpy(causal_mask(1, 4, start_index=2)).astype(int).tolist()
+    [[1, 1, 1, 0]]
     """
     if key_length is None:
         key_length = query_length
@@ -43,13 +78,48 @@ def padding_to_attention_mask(padding_mask):
 
     Padded keys are masked for every query; padded queries still attend to the
     real keys, so no row is fully masked.
+
+    Args:
+        padding_mask: boolean or 0/1 tensor of shape `(batch, key_length)`,
+            `True` (or 1) for real tokens.
+
+    Returns:
+        A boolean tensor of shape `(batch, 1, key_length)`, which broadcasts
+        over the query axis of `(batch, query_length, key_length)`.
+
+    Example:
+
+    >>> mask = padding_to_attention_mask(ops.array([[1, 1, 0]]))
+    >>> tuple(mask.shape)
+    (1, 1, 3)
+    >>> ops.convert_to_numpy(mask).tolist()
+    [[[True, True, False]]]
     """
     padding_mask = ops.cast(padding_mask, "bool")
     return ops.expand_dims(padding_mask, axis=1)
 
 
 def merge_masks(*masks):
-    """Logical AND of the masks that are not `None` (broadcasting), or `None`."""
+    """Logical AND of the masks that are not `None` (broadcasting), or `None`.
+
+    Args:
+        *masks: boolean (or 0/1) tensors that broadcast together, or `None`.
+
+    Returns:
+        A boolean tensor, the AND of the given masks broadcast to a common
+        shape, or `None` if every mask is `None`.
+
+    Example:
+
+    A padding mask (the third key is padding) and a causal mask:
+
+    >>> padding = padding_to_attention_mask(ops.array([[1, 1, 0]]))
+    >>> merged = merge_masks(padding, causal_mask(3), None)
+    >>> ops.convert_to_numpy(merged[0]).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 0]]
+    >>> merge_masks(None, None) is None
+    True
+    """
     merged = None
     for mask in masks:
         if mask is None:

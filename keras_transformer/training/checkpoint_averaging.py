@@ -153,12 +153,22 @@ def average_checkpoints(paths, model=None):
 
     Example:
 
-    ```python
-    # Average the last five epochs of a run, as the paper does for base models.
-    paths = [f"ckpt/epoch-{e:05d}.weights.h5" for e in range(16, 21)]
-    average_checkpoints(paths, model=model)
-    model.save("averaged.keras")
-    ```
+    Two checkpoints of a one-weight model, its kernel at 1 and at 3:
+
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
+    >>> folder = tempfile.mkdtemp()
+    >>> paths = [os.path.join(folder, f"epoch-{e}.weights.h5") for e in (1, 2)]
+    >>> for path, value in zip(paths, (1.0, 3.0)):
+    ...     model.set_weights([np.full((1, 1), value)])
+    ...     model.save_weights(path)
+    >>> [a.tolist() for a in average_checkpoints(paths)]
+    [[[2.0]]]
+    >>> average_checkpoints(paths, model=model).get_weights()[0].tolist()
+    [[2.0]]
+    >>> shutil.rmtree(folder)
+
+    The paper averages the last five checkpoints of its base models:
+    `average_checkpoints(paths[-5:], model=model)`.
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017, section 6.1.
@@ -217,11 +227,25 @@ class CheckpointAveraging(keras.callbacks.Callback):
 
     Example:
 
-    ```python
-    averaging = CheckpointAveraging("checkpoints", num_checkpoints=5)
-    model.fit(dataset, epochs=20, callbacks=[averaging])
-    # `model` now holds the mean of the weights after epochs 16 to 20.
-    ```
+    Three epochs, the last two kept; the model ends on their mean:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> folder = tempfile.mkdtemp()
+    >>> history = model.fit(
+    ...     np.ones((8, 2)), np.ones((8, 1)), batch_size=4, epochs=3, verbose=0,
+    ...     callbacks=[CheckpointAveraging(folder, num_checkpoints=2)],
+    ... )
+    >>> sorted(os.listdir(folder))
+    ['epoch-00002.weights.h5', 'epoch-00003.weights.h5']
+    >>> kept = [os.path.join(folder, name) for name in sorted(os.listdir(folder))]
+    >>> averages = average_checkpoints(kept)
+    >>> all(np.allclose(a, w) for a, w in zip(averages, model.get_weights()))
+    True
+    >>> shutil.rmtree(folder)
+
+    The paper's base models: `CheckpointAveraging("checkpoints", num_checkpoints=5)`
+    for `model.fit(dataset, epochs=20, ...)` ends on the mean of epochs 16 to 20.
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017, section 6.1.

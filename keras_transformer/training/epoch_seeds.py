@@ -33,15 +33,24 @@ class EpochSeeds(keras.callbacks.Callback):
 
     Example:
 
-    ```python
-    keras.utils.set_random_seed(0)
-    model = keras_transformer.models.build("translation", preset="tiny", ...)
-    model.fit(
-        dataset,
-        epochs=10,
-        callbacks=[keras.callbacks.BackupAndRestore("backup"), EpochSeeds()],
-    )
-    ```
+    A dropout seeded with 7, two batches per epoch: after three epochs its
+    generator holds epoch 2's seed and has drawn twice since the epoch began,
+    whatever happened before.
+
+    >>> model = keras.Sequential(
+    ...     [keras.Input((4,)), keras.layers.Dropout(0.5, seed=7), keras.layers.Dense(1)]
+    ... )
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> history = model.fit(
+    ...     np.ones((8, 4)), np.ones((8, 1)), batch_size=4, epochs=3, verbose=0,
+    ...     callbacks=[EpochSeeds()],
+    ... )
+    >>> state = [v for v in model.variables if v.path.endswith("seed_generator_state")][0]
+    >>> keras.ops.convert_to_numpy(state.value).tolist() == [epoch_seed(7, 2), 2]
+    True
+
+    With a resumable run: `callbacks=[keras.callbacks.BackupAndRestore("backup"),
+    EpochSeeds()]`.
     """
 
     def on_train_begin(self, logs=None):

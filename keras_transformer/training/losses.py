@@ -74,14 +74,24 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     Example:
 
-    ```python
-    loss = LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=0)
-    labels = np.array([[5, 7, 2, 0, 0]])  # two trailing pad tokens
-    logits = np.random.normal(size=(1, 5, 32)).astype("float32")
-    loss(labels, logits)  # mean over the three real tokens
+    Uniform logits over 32 classes cost `log(32)` per token, smoothing or not;
+    the two pad tokens count for nothing:
 
-    model.compile(optimizer=paper_optimizer(512), loss=loss)
-    ```
+    >>> loss = LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=0)
+    >>> labels = keras.ops.convert_to_tensor([[5, 7, 2, 0, 0]])
+    >>> round(float(loss(labels, keras.ops.zeros((1, 5, 32)))), 4)
+    3.4657
+
+    Confident right logits cost more with smoothing than without, as the
+    smoothed target keeps `ε` of its mass on the other classes:
+
+    >>> confident = 5.0 * keras.ops.one_hot(labels, 32)
+    >>> round(float(loss(labels, confident)), 4)
+    0.6741
+    >>> round(float(LabelSmoothedCrossEntropy(label_smoothing=0.0)(labels, confident)), 4)
+    0.1897
+
+    In a model: `model.compile(optimizer=paper_optimizer(512), loss=loss)`.
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017, section 5.4.

@@ -35,13 +35,22 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     Example:
 
-    ```python
-    metric = MaskedAccuracy(pad_id=0)
-    metric.update_state([[3, 1, 0]], one_hot_scores)  # two real tokens
-    metric.result()
+    Two real tokens, one predicted right; the pad token is not counted:
 
-    model.compile(loss=LabelSmoothedCrossEntropy(), metrics=[MaskedAccuracy()])
-    ```
+    >>> metric = MaskedAccuracy(pad_id=0)
+    >>> scores = keras.ops.one_hot(keras.ops.convert_to_tensor([[3, 2, 0]]), 5)
+    >>> metric.update_state([[3, 1, 0]], scores)
+    >>> float(metric.result())
+    0.5
+
+    A second batch with one real token, right: 2 of 3 tokens so far.
+
+    >>> labels = keras.ops.convert_to_tensor([[4, 0, 0]])
+    >>> metric.update_state(labels, keras.ops.one_hot(labels, 5))
+    >>> round(float(metric.result()), 4)
+    0.6667
+
+    In a model: `model.compile(loss=LabelSmoothedCrossEntropy(), metrics=[MaskedAccuracy()])`.
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017.

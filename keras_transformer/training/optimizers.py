@@ -26,12 +26,14 @@ def paper_optimizer(model_dim, warmup_steps=4000, scale=1.0, **kwargs):
 
     Example:
 
-    ```python
-    model.compile(
-        optimizer=paper_optimizer(model_dim=512),
-        loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),
-    )
-    ```
+    >>> optimizer = paper_optimizer(model_dim=512)
+    >>> type(optimizer).__name__, optimizer.beta_1, optimizer.beta_2, optimizer.epsilon
+    ('Adam', 0.9, 0.98, 1e-09)
+    >>> f"{float(optimizer.learning_rate):.3e}"  # NoamSchedule(512) before the first update
+    '1.747e-07'
+
+    Compile a model with it and the paper's loss:
+    `model.compile(optimizer=paper_optimizer(512), loss=LabelSmoothedCrossEntropy())`.
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017, section 5.3.

@@ -37,13 +37,16 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     Example:
 
-    ```python
-    schedule = NoamSchedule(model_dim=512, warmup_steps=4000)
-    optimizer = keras.optimizers.Adam(
-        learning_rate=schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9
-    )
-    float(schedule(3999))  # the peak, 512 ** -0.5 * 4000 ** -0.5 ≈ 7.0e-4
-    ```
+    >>> schedule = NoamSchedule(model_dim=512, warmup_steps=4000)
+    >>> f"{float(schedule(3999)):.3e}"  # the peak, 512 ** -0.5 * 4000 ** -0.5
+    '6.988e-04'
+    >>> f"{float(schedule(0)):.3e}"  # the first update: step 1 of the warmup
+    '1.747e-07'
+    >>> f"{float(schedule(39999)):.3e}"  # ten times the warmup: the peak / sqrt(10)
+    '2.210e-04'
+    >>> optimizer = keras.optimizers.Adam(
+    ...     learning_rate=schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9
+    ... )
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017, section 5.3.
