@@ -92,6 +92,36 @@ def get_layout_map(device_mesh, config, model_axis="model"):
 
     Example:
 
+    The map of a one-device mesh already says how each weight would be
+    split; a look-up takes a variable's path:
+
+    >>> import keras
+    >>> from keras_transformer.distribution import get_layout_map
+    >>> config = dict(source_vocabulary_size=100, hidden_dim=16, num_heads=2,
+    ...               intermediate_dim=32)
+    >>> mesh = keras.distribution.DeviceMesh((1, 1), ("batch", "model"), ["cpu:0"])
+    >>> layout_map = get_layout_map(mesh, config)
+    >>> layout_map["encoder/block_0/self_attention/query/kernel"].axes  # by heads
+    (None, 'model', None)
+    >>> layout_map["encoder/block_0/feed_forward/output_dense/kernel"].axes  # by rows
+    ('model', None)
+    >>> layout_map["source_embedding/token_embedding/embeddings"].axes  # by vocabulary
+    ('model', None)
+    >>> print(layout_map["encoder/block_0/self_attention_layer_norm/gamma"])  # replicated
+    None
+
+    Heads must divide over the model axis (device names are not checked
+    here, so three can be named on one CPU):
+
+    >>> mesh = keras.distribution.DeviceMesh((1, 3), ("batch", "model"),
+    ...                                      ["cpu:0", "cpu:1", "cpu:2"])
+    >>> get_layout_map(mesh, dict(config, num_heads=8))
+    Traceback (most recent call last):
+        ...
+    ValueError: `num_heads`=8 cannot be split over the 3 devices of mesh axis 'model'. ...
+
+    For training, on JAX with 8 devices (not run here):
+
     ```python
     config = dict(source_vocabulary_size=8000, hidden_dim=512, num_heads=8,
                   intermediate_dim=2048)

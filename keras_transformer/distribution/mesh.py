@@ -32,8 +32,13 @@ def parse_mesh(mesh):
 
     Example:
 
-    >>> parse_mesh("2x4")
-    (2, 4)
+    >>> from keras_transformer.distribution import parse_mesh
+    >>> parse_mesh("2x4"), parse_mesh("8"), parse_mesh((4, 2)), parse_mesh([8])
+    ((2, 4), (8, 1), (4, 2), (8, 1))
+    >>> parse_mesh("4x")
+    Traceback (most recent call last):
+        ...
+    ValueError: `mesh` must be DATAxMODEL (e.g. '4x2': ...) or DATA ... Received: mesh='4x'.
     """
     if isinstance(mesh, str):
         match = re.fullmatch(r"\s*(\d+)\s*(?:[xX×]\s*(\d+)\s*)?", mesh)
@@ -53,7 +58,25 @@ def parse_mesh(mesh):
 
 
 def format_mesh(mesh):
-    """`(4, 2)` → `"4x2"`."""
+    """`(4, 2)` → `"4x2"`: a mesh shape in the form `parse_mesh` reads.
+
+    `build` records it in `model.build_info["mesh"]`.
+
+    Args:
+        mesh: any form `parse_mesh` accepts.
+
+    Returns:
+        str, `"DATAxMODEL"`.
+
+    Raises:
+        ValueError: as `parse_mesh`.
+
+    Example:
+
+    >>> from keras_transformer.distribution import format_mesh
+    >>> format_mesh((4, 2)), format_mesh("8"), format_mesh(" 2 x 4 ")
+    ('4x2', '8x1', '2x4')
+    """
     data, model = parse_mesh(mesh)
     return f"{data}x{model}"
 
@@ -109,9 +132,12 @@ def join_hosts():
 
     Example:
 
-    ```python
-    join_hosts()  # False on one machine: nothing to do
-    ```
+    On one machine (no `TF_CONFIG`, no `KERAS_DISTRIBUTION_NUM_PROCESSES`
+    above 1) there is nothing to join:
+
+    >>> from keras_transformer.distribution import join_hosts
+    >>> join_hosts()
+    False
     """
     global _multi_worker_strategy
     backend = keras.backend.backend()
@@ -187,6 +213,26 @@ def make_distribution(mesh, model_config=None, devices=None):
             engine here (PyTorch).
 
     Example:
+
+    On TensorFlow, one device (here the CPU, named so that the example does
+    not depend on the machine) gives a one-replica `MirroredStrategy`; a mesh
+    larger than the devices, or one with a model axis, is refused:
+
+    >>> from keras_transformer.distribution import make_distribution
+    >>> strategy = make_distribution("1", devices=["/cpu:0"])
+    >>> type(strategy).__name__, strategy.num_replicas_in_sync
+    ('MirroredStrategy', 1)
+    >>> make_distribution("1024")
+    Traceback (most recent call last):
+        ...
+    ValueError: Mesh 1024x1 needs 1024 devices, but ...
+    >>> make_distribution("4x2", devices=["/cpu:0"])
+    Traceback (most recent call last):
+        ...
+    ValueError: Mesh 4x2 splits the model over 2 devices, which only JAX's ...
+
+    Model parallelism on JAX, with 8 simulated CPU devices (not run here:
+    the devices must be set before JAX starts):
 
     ```python
     # XLA_FLAGS=--xla_force_host_platform_device_count=8 KERAS_BACKEND=jax

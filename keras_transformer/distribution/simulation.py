@@ -30,6 +30,9 @@ def simulate_cpu_devices(count):
 
     Example:
 
+    A run of its own, as it must come first thing (not run here, where the
+    backend has started already):
+
     ```python
     import keras_transformer as kt
 
@@ -37,6 +40,14 @@ def simulate_cpu_devices(count):
     model = kt.models.build("translation", preset="tiny", mesh="2x4",
                             source_vocabulary_size=8000)
     ```
+
+    A bad count is refused before anything changes:
+
+    >>> from keras_transformer.distribution import simulate_cpu_devices
+    >>> simulate_cpu_devices(0)
+    Traceback (most recent call last):
+        ...
+    ValueError: `count` must be a positive int. Received: count=0.
     """
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"`count` must be a positive int. Received: count={count!r}.")
