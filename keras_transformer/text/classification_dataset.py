@@ -111,11 +111,23 @@ def tokenize_for_classification(tokenizer, texts, max_length=None, head_fraction
         An int32 `tf.RaggedTensor` of shape `(batch, None)`; pad it with
         `.to_tensor()` (pad id 0) to feed a model.
 
+    Raises:
+        ValueError: for `texts` that are not 1-D, a `max_length` below 3 or a
+            `head_fraction` outside `[0, 1]`.
+
     Example:
 
-    >>> ids = tokenize_for_classification(tokenizer, ["A fine film.", "Dull."], max_length=8)
-    >>> ids[:, 0].numpy().tolist() == [tokenizer.start_id] * 2
+    >>> from keras_transformer.text import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(
+    ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+    ...     vocabulary_size=30, byte_fallback=False)
+    >>> from keras_transformer.text import tokenize_for_classification
+    >>> texts = ["Two dogs play.", "Zwei Hunde spielen. Two dogs play. Zwei Hunde."]
+    >>> ids = tokenize_for_classification(tokenizer, texts, max_length=8)
+    >>> [(row[0], row[-1]) for row in ids.to_list()] == [(2, 3), (2, 3)]  # start, end
     True
+    >>> int(ids.row_lengths()[1])  # cut: 2 pieces from the head, 4 from the tail
+    8
 
     References:
         - [Sun et al., 2019](https://arxiv.org/abs/1905.05583), "How to Fine-Tune
@@ -276,10 +288,29 @@ def make_classification_dataset(
         `batch_size_multiple` above 1, `(token_ids, labels, sample_weights)`,
         float32 `(batch,)` weights of 1 for the real rows and 0 for the copies.
 
+    Raises:
+        ValueError: for empty or non-string `texts`, labels that are not
+            integer class ids (one per text, in `[0, num_classes)`), a bad
+            size, a `batch_size` that is not a multiple of
+            `batch_size_multiple`, or a tokenizer whose `pad_id` is not 0.
+
     Example:
 
-    >>> dataset = make_classification_dataset(texts, labels, tokenizer, num_classes=2, seed=0)
-    >>> model.fit(dataset, epochs=3)
+    >>> from keras_transformer.text import SubwordTokenizer, make_classification_dataset
+    >>> texts = ["A fine film.", "Two dull hours.", "A fine cast.", "Dull."]
+    >>> tokenizer = SubwordTokenizer.train(texts * 10, vocabulary_size=30,
+    ...                                    byte_fallback=False)
+    >>> dataset = make_classification_dataset(texts, [1, 0, 1, 0], tokenizer,
+    ...                                       batch_size=2, num_classes=2, shuffle=False)
+    >>> batches = list(dataset)
+    >>> sorted(label for _, labels in batches for label in labels.numpy().tolist())
+    [0, 0, 1, 1]
+    >>> token_ids, labels = batches[0]
+    >>> token_ids.dtype.name, int(token_ids[0, 0]) == tokenizer.start_id
+    ('int32', True)
+
+    `model.fit(dataset)` then trains a `TransformerClassifier` on it (with
+    `shuffle=True` and a `seed` for training).
     """
     texts = _check_texts(texts)
     if num_classes is not None:

@@ -48,11 +48,25 @@ def make_masked_lm_dataset(
         A `tf.data.Dataset` of `({"token_ids", "mask_positions"}, labels)`
         for `MaskedLM.fit` (see `mask_tokens`).
 
+    Raises:
+        ValueError: for a tokenizer without a mask id, and as
+            `make_classification_dataset` and `mask_tokens`.
+
     Example:
 
-    >>> tokenizer = SubwordTokenizer.train(texts, vocabulary_size=8000, mask_token=True)
-    >>> dataset = make_masked_lm_dataset(texts, tokenizer, seed=0)
-    >>> masked_lm.fit(dataset, epochs=3)
+    >>> from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
+    >>> texts = ["A fine film.", "Two dull hours.", "A fine cast.", "Dull."]
+    >>> tokenizer = SubwordTokenizer.train(texts * 10, vocabulary_size=30,
+    ...                                    byte_fallback=False, mask_token=True)
+    >>> dataset = make_masked_lm_dataset(texts, tokenizer, batch_size=4, seed=0)
+    >>> inputs, labels = next(iter(dataset))
+    >>> sorted(inputs)
+    ['mask_positions', 'token_ids']
+    >>> inputs["mask_positions"].shape == labels.shape
+    True
+
+    `masked_lm.fit(dataset)` then pretrains a `MaskedLM`, whose loss ignores
+    the label `pad_id` of unused slots.
     """
     if tokenizer.mask_id is None:
         raise ValueError(

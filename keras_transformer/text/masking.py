@@ -105,12 +105,27 @@ def mask_tokens(
         original tokens, `pad_id` in unused slots. `num_predictions` is the
         largest count of chosen tokens in the batch.
 
+    Raises:
+        ValueError: for a bad id, rate or count, `mask_id` outside the
+            vocabulary, or `token_ids` that are not `(batch, length)`.
+
     Example:
 
+    Seven maskable tokens: round(0.15 * 7) = 1 is chosen; its original id is
+    the label, and the row keeps its special ids:
+
+    >>> import tensorflow as tf
+    >>> from keras_transformer.text import mask_tokens
     >>> ids = tf.constant([[2, 11, 12, 13, 14, 15, 16, 17, 3, 0]])
     >>> inputs, labels = mask_tokens(ids, mask_id=4, vocabulary_size=100, seed=(1, 2))
-    >>> inputs["mask_positions"].shape, labels.shape
-    (TensorShape([1, 1]), TensorShape([1, 1]))
+    >>> inputs["mask_positions"].shape.as_list(), labels.shape.as_list()
+    ([1, 1], [1, 1])
+    >>> position = int(inputs["mask_positions"][0, 0])
+    >>> 1 <= position <= 7, int(labels[0, 0]) == int(ids[0, position])
+    (True, True)
+    >>> masked = inputs["token_ids"].numpy()[0].tolist()
+    >>> masked[0], masked[-2:]
+    (2, [3, 0])
 
     References:
         - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805), "BERT",

@@ -95,11 +95,20 @@ class SubwordTokenizer(tf.Module):
 
     Example:
 
+    >>> from keras_transformer.text import SubwordTokenizer
     >>> texts = ["A man in a blue shirt.", "Ein Mann in einem blauen Hemd."] * 50
     >>> tokenizer = SubwordTokenizer.train(texts, vocabulary_size=300)
     >>> ids = tokenizer.tokenize(["A man in a blue shirt."])
     >>> tokenizer.detokenize(ids).numpy()[0].decode("utf-8")
     'A man in a blue shirt.'
+    >>> tokenizer.decode(tokenizer.tokenize(["Ein Hemd 😀."]))  # byte fallback
+    ['Ein Hemd 😀.']
+    >>> tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id
+    (0, 1, 2, 3)
+
+    Raises:
+        ValueError: when `model_proto` is not a SentencePiece model, or one
+            whose ids 0-3 are not `<pad>`, `<unk>`, `<s>`, `</s>`.
     """
 
     def __init__(self, model_proto, name="subword_tokenizer"):
@@ -194,11 +203,21 @@ class SubwordTokenizer(tf.Module):
         Returns:
             A `SubwordTokenizer`.
 
+        Raises:
+            ValueError: for a bad argument, a `vocabulary_size` below the
+                minimum (4 special ids, the mask id, 256 byte pieces, + 1), or
+                one SentencePiece cannot fill from `texts` (with byte fallback
+                it also needs a piece per distinct character).
+
         Example:
 
         >>> tokenizer = SubwordTokenizer.train(["a b c", "a b"] * 10, vocabulary_size=266)
         >>> tokenizer.vocabulary_size
         266
+        >>> small = SubwordTokenizer.train(["a b c", "a b"] * 10, vocabulary_size=10,
+        ...                                byte_fallback=False, mask_token=True)
+        >>> small.vocabulary_size, small.mask_id
+        (10, 4)
         """
         import sentencepiece  # Only learning a vocabulary needs it; tokenizing does not.
 
@@ -284,8 +303,14 @@ class SubwordTokenizer(tf.Module):
 
         Example:
 
-        >>> tokenizer.tokenize(["Two dogs.", "Zwei Hunde."]).shape
-        TensorShape([2, None])
+        >>> tokenizer = SubwordTokenizer.train(
+        ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+        ...     vocabulary_size=30, byte_fallback=False)
+        >>> ids = tokenizer.tokenize(["Two dogs.", "Zwei Hunde."])
+        >>> ids.shape.as_list(), ids.dtype.name
+        ([2, None], 'int32')
+        >>> tokenizer.tokenize("Two dogs.").shape.rank  # one string: a 1-D tensor
+        1
         """
         return self._sentencepiece.tokenize(tf.convert_to_tensor(inputs, dtype=tf.string))
 
@@ -316,11 +341,21 @@ class SubwordTokenizer(tf.Module):
         Returns:
             A list of lists of int ids, without start/end ids.
 
+        Raises:
+            ValueError: for a `dropout` outside `[0, 1)` or a single string as
+                `texts`.
+
         Example:
 
-        >>> ids = tokenizer.tokenize_with_dropout(["Two dogs."], 0.1, seed=1)
-        >>> tokenizer.decode(ids)
+        >>> tokenizer = SubwordTokenizer.train(
+        ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+        ...     vocabulary_size=30, byte_fallback=False)
+        >>> ids = tokenizer.tokenize_with_dropout(["Two dogs."], 0.5, seed=1)
+        >>> tokenizer.decode(ids)  # however it is split, it decodes exactly
         ['Two dogs.']
+        >>> tokenizer.tokenize_with_dropout(["Two dogs."], 0.0) == [
+        ...     tokenizer.tokenize("Two dogs.").numpy().tolist()]
+        True
 
         References:
             - [Provilkov et al., 2020](https://arxiv.org/abs/1910.13267),
@@ -370,8 +405,14 @@ class SubwordTokenizer(tf.Module):
             A `tf.string` tensor: a scalar for 1-D `ids`, shape `(batch,)` otherwise.
             Use `decode` for Python strings.
 
+        Raises:
+            ValueError: for `ids` of another rank.
+
         Example:
 
+        >>> tokenizer = SubwordTokenizer.train(
+        ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+        ...     vocabulary_size=30, byte_fallback=False)
         >>> ids = tokenizer.tokenize("Two dogs.")
         >>> tokenizer.detokenize(tf.concat([[2], ids, [3, 0, 0]], 0)).numpy()
         b'Two dogs.'
@@ -405,8 +446,13 @@ class SubwordTokenizer(tf.Module):
 
         Example:
 
+        >>> tokenizer = SubwordTokenizer.train(
+        ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+        ...     vocabulary_size=30, byte_fallback=False)
         >>> tokenizer.decode([[2, *tokenizer.tokenize("Two dogs.").numpy(), 3]])
         ['Two dogs.']
+        >>> tokenizer.decode(tokenizer.tokenize("Zwei Hunde."))
+        'Zwei Hunde.'
         """
         text = self.detokenize(ids).numpy()
         if isinstance(text, bytes):
@@ -414,7 +460,22 @@ class SubwordTokenizer(tf.Module):
         return [item.decode("utf-8") for item in text]
 
     def id_to_piece(self, ids):
-        """Returns the subword pieces (`tf.string`) of int `ids`, for inspection."""
+        """Returns the subword pieces (`tf.string`) of int `ids`, for inspection.
+
+        Args:
+            ids: an int or int ids of any shape (a list, NumPy array or tensor).
+
+        Returns:
+            A `tf.string` tensor of the shape of `ids`.
+
+        Example:
+
+        >>> tokenizer = SubwordTokenizer.train(
+        ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+        ...     vocabulary_size=30, byte_fallback=False)
+        >>> tokenizer.id_to_piece([0, 1, 2, 3]).numpy().tolist()
+        [b'<pad>', b'<unk>', b'<s>', b'</s>']
+        """
         return self._sentencepiece.id_to_string(tf.convert_to_tensor(ids, dtype=tf.int32))
 
     def save(self, directory):
@@ -424,11 +485,20 @@ class SubwordTokenizer(tf.Module):
         people to read and `load` ignores it.
 
         Args:
-            directory: str, folder to write into; created if missing.
+            directory: str or path, folder to write into; created if missing.
 
         Example:
 
-        >>> tokenizer.save("/tmp/multi30k_subwords")
+        >>> import os, tempfile
+        >>> tokenizer = SubwordTokenizer.train(
+        ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+        ...     vocabulary_size=30, byte_fallback=False)
+        >>> directory = tempfile.mkdtemp()
+        >>> tokenizer.save(directory)
+        >>> sorted(os.listdir(directory))
+        ['subword.model', 'subword.vocab']
+        >>> SubwordTokenizer.load(directory).model_proto == tokenizer.model_proto
+        True
         """
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
@@ -443,14 +513,26 @@ class SubwordTokenizer(tf.Module):
         """Reads a tokenizer written by `save`.
 
         Args:
-            directory: str, folder holding `subword.model`.
+            directory: str or path, folder holding `subword.model`.
 
         Returns:
             A `SubwordTokenizer` giving the same ids as the saved one.
 
+        Raises:
+            ValueError: when `directory` holds no `subword.model`, or not a
+                valid one.
+
         Example:
 
-        >>> tokenizer = SubwordTokenizer.load("/tmp/multi30k_subwords")
+        >>> import tempfile
+        >>> tokenizer = SubwordTokenizer.train(
+        ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+        ...     vocabulary_size=30, byte_fallback=False)
+        >>> directory = tempfile.mkdtemp()
+        >>> tokenizer.save(directory)
+        >>> loaded = SubwordTokenizer.load(directory)
+        >>> loaded.decode(loaded.tokenize(["Two dogs play."]))
+        ['Two dogs play.']
         """
         path = os.path.join(os.fspath(directory), MODEL_FILENAME)
         if not os.path.isfile(path):

@@ -28,10 +28,16 @@ def length_bucket_boundaries(max_length, min_length=8, step=1.1):
     Returns:
         A sorted list of int boundaries, the last being `max_length + 1`.
 
+    Raises:
+        ValueError: for `step <= 1` or a length below 1.
+
     Example:
 
+    >>> from keras_transformer.text import length_bucket_boundaries
     >>> length_bucket_boundaries(12)
     [8, 9, 10, 11, 12, 13]
+    >>> length_bucket_boundaries(40, step=1.5)
+    [8, 12, 18, 27, 40, 41]
     """
     if step <= 1:
         raise ValueError(f"`step` must be > 1. Received: step={step}")
@@ -93,8 +99,18 @@ def tokenize_source(tokenizer, texts, max_length=None):
 
     Example:
 
-    >>> tokenize_source(tokenizer, ["Two dogs."])[0, -1].numpy() == tokenizer.end_id
+    >>> from keras_transformer.text import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(
+    ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+    ...     vocabulary_size=30, byte_fallback=False)
+    >>> from keras_transformer.text import tokenize_source
+    >>> ids = tokenize_source(tokenizer, ["Two dogs play.", "Zwei Hunde."])
+    >>> [row[-1] for row in ids.to_list()] == [tokenizer.end_id] * 2
     True
+    >>> tokenizer.decode(ids.to_tensor())  # padded with 0, which decodes to nothing
+    ['Two dogs play.', 'Zwei Hunde.']
+    >>> tokenize_source(tokenizer, ["Two dogs play."], max_length=3).row_lengths().numpy()
+    array([3])
     """
     return _source_layout(tokenizer, tokenizer.tokenize(texts), max_length)
 
@@ -117,7 +133,14 @@ def tokenize_target(tokenizer, texts, max_length=None):
 
     Example:
 
+    >>> from keras_transformer.text import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(
+    ...     ["Two dogs play.", "Zwei Hunde spielen."] * 10,
+    ...     vocabulary_size=30, byte_fallback=False)
+    >>> from keras_transformer.text import tokenize_target
     >>> decoder_inputs, labels = tokenize_target(tokenizer, ["Zwei Hunde."])
+    >>> int(decoder_inputs[0, 0]) == tokenizer.start_id, int(labels[0, -1]) == tokenizer.end_id
+    (True, True)
     >>> bool(tf.reduce_all(decoder_inputs[0, 1:] == labels[0, :-1]))
     True
     """
@@ -285,12 +308,32 @@ def make_translation_dataset(
         labels[:, :-1]` wherever `decoder_token_ids[:, 1:]` is not padding, and each
         row of `labels` ends in `end_id`.
 
+    Raises:
+        ValueError: for a bad size or rate, `max_length` above
+            `tokens_per_batch`, `subword_dropout` with a `tf.data.Dataset`, or a
+            tokenizer whose `pad_id` is not 0.
+
     Example:
 
-    >>> pairs = load_multi30k("train")
-    >>> tokenizer = SubwordTokenizer.train([s for pair in pairs for s in pair])
-    >>> dataset = make_translation_dataset(pairs, tokenizer, shuffle=True)
-    >>> inputs, labels = next(iter(dataset))
+    >>> from keras_transformer.text import SubwordTokenizer, make_translation_dataset
+    >>> pairs = [("Two dogs play.", "Zwei Hunde spielen."),
+    ...          ("A man in a blue shirt.", "Ein Mann in einem blauen Hemd.")]
+    >>> tokenizer = SubwordTokenizer.train([s for pair in pairs for s in pair] * 10,
+    ...                                    vocabulary_size=40, byte_fallback=False)
+    >>> dataset = make_translation_dataset(pairs, tokenizer, tokens_per_batch=256,
+    ...                                    max_length=64)
+    >>> batches = list(dataset)
+    >>> sum(int(labels.shape[0]) for _, labels in batches)  # both pairs, once
+    2
+    >>> inputs, labels = batches[0]
+    >>> sorted(inputs)
+    ['decoder_token_ids', 'encoder_token_ids']
+    >>> decoder_ids = inputs["decoder_token_ids"]
+    >>> bool(tf.reduce_all((decoder_ids[:, 1:] == labels[:, :-1]) | (decoder_ids[:, 1:] == 0)))
+    True
+
+    A real corpus goes the same way, e.g. Multi30k with `shuffle=True` for
+    training and the default budget of 4096 tokens a side.
     """
     for name, value in (("tokens_per_batch", tokens_per_batch), ("max_length", max_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
