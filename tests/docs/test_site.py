@@ -1,0 +1,131 @@
+"""The documentation site builds strictly, and its API reference names every public name.
+
+`mkdocs build --strict` runs every page's `exec="on"` code block (markdown-exec) and every
+figure script (docs/hooks/figures.py), and turns every warning into an error: a broken
+link, a docstring mkdocstrings cannot read, or page code that raises fails the build.
+"""
+
+import importlib
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+API = ROOT / "docs" / "api"
+SUBPACKAGES = [
+    "layers",
+    "ops",
+    "models",
+    "generation",
+    "training",
+    "text",
+    "saving",
+    "distribution",
+]
+ENTRY = re.compile(r"^::: keras_transformer\.(\w+)\.(\w+)\s*$", re.MULTILINE)
+
+
+def mkdocs_build(config_dir, site_dir, timeout):
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", TF_CPP_MIN_LOG_LEVEL="3")
+    env.setdefault("KERAS_BACKEND", "tensorflow")
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+        cwd=config_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site_dir = tmp_path_factory.mktemp("site")
+    result = mkdocs_build(ROOT, site_dir, timeout=600)
+    output = result.stdout + result.stderr
+    problems = [line for line in output.splitlines() if line.startswith(("WARNING", "ERROR"))]
+    assert result.returncode == 0, "\n".join(problems) or output[-5000:]
+    return site_dir
+
+
+def test_the_site_builds_strictly(site):
+    assert (site / "index.html").is_file()
+    for page in ["getting_started", "concepts/attention", "api/layers", "changelog"]:
+        assert (site / page / "index.html").is_file(), page
+
+
+def test_the_api_pages_render_our_members_and_doctests_as_code(site):
+    layers = (site / "api" / "layers" / "index.html").read_text(encoding="utf-8")
+    # A doctest prompt highlighted as Python console code, not three block quotes.
+    assert '<span class="gp">&gt;&gt;&gt; </span>' in layers
+    assert "<blockquote>\n<blockquote>" not in layers
+    # Only our own members: nothing keras.layers.Layer defines.
+    for inherited in ["add_weight", "compute_output_spec", "get_build_config", "quantize"]:
+        assert f'id="keras_transformer.layers.MultiHeadAttention.{inherited}"' not in layers
+    assert 'id="keras_transformer.layers.MultiHeadAttention.compute_cache"' in layers
+    models = (site / "api" / "models" / "index.html").read_text(encoding="utf-8")
+    for method in ["generate", "enable_lora", "merge_lora"]:
+        assert f'id="keras_transformer.models.Seq2SeqTransformer.{method}"' in models
+
+
+def test_the_changelog_page_is_the_changelog(site):
+    page = (site / "changelog" / "index.html").read_text(encoding="utf-8")
+    from keras_transformer import __version__
+
+    assert f"[{__version__}]" in page
+    assert "--8&lt;--" not in page
+
+
+MINI_CONFIG = """\
+site_name: mini
+markdown_extensions:
+  - pymdownx.superfences
+plugins:
+  - markdown-exec
+"""
+
+
+def write_mini_site(directory, code):
+    (directory / "docs").mkdir()
+    (directory / "mkdocs.yml").write_text(MINI_CONFIG)
+    block = f'```python exec="on"\n{textwrap.dedent(code).strip()}\n```\n'
+    (directory / "docs" / "index.md").write_text(f"# Mini\n\n{block}")
+
+
+def test_a_page_whose_code_raises_fails_the_strict_build(tmp_path):
+    write_mini_site(tmp_path, 'raise RuntimeError("this page went stale")')
+    result = mkdocs_build(tmp_path, tmp_path / "site", timeout=120)
+    assert result.returncode != 0
+    assert "this page went stale" in result.stdout + result.stderr
+
+
+def test_a_page_whose_code_runs_builds_with_its_output(tmp_path):
+    write_mini_site(tmp_path, "print(6 * 7)")
+    result = mkdocs_build(tmp_path, tmp_path / "site", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "42" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_every_public_name_is_in_the_api_reference(package):
+    module = importlib.import_module(f"keras_transformer.{package}")
+    page = API / f"{package}.md"
+    entries = ENTRY.findall(page.read_text(encoding="utf-8"))
+    assert all(where == package for where, _ in entries), entries
+    documented = [name for _, name in entries]
+    missing = sorted(set(module.__all__) - set(documented))
+    assert not missing, f"docs/api/{package}.md has no `::: ...{package}.Name` for {missing}"
+    unknown = sorted(set(documented) - set(module.__all__))
+    assert not unknown, f"docs/api/{package}.md documents names not in __all__: {unknown}"
+    assert len(documented) == len(set(documented)), "a name is documented twice"
+
+
+def test_the_api_index_links_every_page():
+    index = (API / "index.md").read_text(encoding="utf-8")
+    for package in SUBPACKAGES:
+        assert f"]({package}.md)" in index, package
