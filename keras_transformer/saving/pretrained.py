@@ -23,12 +23,55 @@ TOKENIZER_CLASSES = {"SubwordTokenizer": SubwordTokenizer}
 
 
 class PretrainedDirectoryError(ValueError):
-    """A pretrained directory is missing a file or holds a bad one."""
+    """A pretrained directory is missing a file or holds a bad one.
+
+    `load_pretrained` raises it with a one-line message naming the path, what
+    is wrong and what to pass instead. It is a `ValueError`, so code that
+    catches `ValueError` catches it too.
+
+    Args:
+        *args: the message, as for any `ValueError`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from keras_transformer.saving import PretrainedDirectoryError, load_pretrained
+    >>> try:
+    ...     load_pretrained(tempfile.mkdtemp())
+    ... except PretrainedDirectoryError as error:
+    ...     print(isinstance(error, ValueError), "is an empty directory" in str(error))
+    True True
+    """
 
 
 @dataclasses.dataclass
 class Pretrained:
-    """What `load_pretrained` returns: the model, its tokenizer (or `None`) and the metadata."""
+    """What `load_pretrained` returns: the model, its tokenizer (or `None`) and the metadata.
+
+    Args:
+        model: `keras.Model`, the model, with its trained weights.
+        tokenizer: the `SubwordTokenizer` saved with it, or `None`.
+        metadata: dict, what `save_pretrained` recorded (library and Keras
+            versions, backend, date, model and tokenizer classes) and the
+            `metadata` passed to it.
+
+    Example:
+
+    >>> import tempfile
+    >>> from keras_transformer.models import TransformerClassifier
+    >>> from keras_transformer.saving import load_pretrained, save_pretrained
+    >>> from keras_transformer.text import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(["A fine film.", "Two dull hours."] * 10,
+    ...                                    vocabulary_size=30, byte_fallback=False)
+    >>> model = TransformerClassifier(tokenizer.vocabulary_size, num_classes=2,
+    ...                               num_layers=1, hidden_dim=16, num_heads=2,
+    ...                               intermediate_dim=32)
+    >>> bundle = load_pretrained(save_pretrained(model, tempfile.mkdtemp(), tokenizer))
+    >>> type(bundle.model).__name__, type(bundle.tokenizer).__name__
+    ('TransformerClassifier', 'SubwordTokenizer')
+    >>> bundle.metadata["model_class"], bundle.metadata["library"]
+    ('TransformerClassifier', 'keras_transformer')
+    """
 
     model: keras.Model
     tokenizer: object
@@ -59,9 +102,25 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
     Returns:
         The directory, as a `pathlib.Path`.
 
+    Raises:
+        FileExistsError: when `directory` exists and `overwrite` is `False`.
+        ValueError: for a tokenizer of another class than `SubwordTokenizer`.
+
     Example:
 
-    >>> save_pretrained(model, "runs/en-de", tokenizer, metadata={"bleu": 38.2})
+    >>> import tempfile
+    >>> from keras_transformer.models import TransformerClassifier
+    >>> from keras_transformer.saving import load_pretrained, save_pretrained
+    >>> from keras_transformer.text import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(["A fine film.", "Two dull hours."] * 10,
+    ...                                    vocabulary_size=30, byte_fallback=False)
+    >>> model = TransformerClassifier(tokenizer.vocabulary_size, num_classes=2,
+    ...                               num_layers=1, hidden_dim=16, num_heads=2,
+    ...                               intermediate_dim=32)
+    >>> directory = save_pretrained(model, tempfile.mkdtemp() + "/imdb", tokenizer,
+    ...                             metadata={"accuracy": 0.91})
+    >>> directory.name, sorted(path.name for path in directory.iterdir())
+    ('imdb', ['config.json', 'metadata.json', 'model.weights.h5', 'tokenizer'])
     """
     directory = pathlib.Path(directory)
     if directory.exists() and not overwrite:
@@ -234,8 +293,32 @@ def load_pretrained(directory):
 
     Example:
 
-    >>> bundle = load_pretrained("runs/en-de")
-    >>> bundle.model.generate(...)
+    A save and a load give the same model, tokenizer and metadata:
+
+    >>> import tempfile
+    >>> from keras_transformer.models import TransformerClassifier
+    >>> from keras_transformer.saving import load_pretrained, save_pretrained
+    >>> from keras_transformer.text import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(["A fine film.", "Two dull hours."] * 10,
+    ...                                    vocabulary_size=30, byte_fallback=False)
+    >>> model = TransformerClassifier(tokenizer.vocabulary_size, num_classes=2,
+    ...                               num_layers=1, hidden_dim=16, num_heads=2,
+    ...                               intermediate_dim=32)
+    >>> directory = save_pretrained(model, tempfile.mkdtemp(), tokenizer,
+    ...                             metadata={"accuracy": 0.91})
+    >>> bundle = load_pretrained(directory)
+    >>> bundle.metadata["accuracy"], bundle.tokenizer.vocabulary_size
+    (0.91, 30)
+    >>> ids = tokenizer.tokenize(["A fine film."]).to_tensor()
+    >>> bool(keras.ops.all(bundle.model(ids) == model(ids)))
+    True
+
+    Anything else is refused with what it is:
+
+    >>> load_pretrained(directory / "config.json")
+    Traceback (most recent call last):
+        ...
+    keras_transformer.saving.pretrained.PretrainedDirectoryError: '...config.json' is a file, ...
     """
     directory = pathlib.Path(directory)
     _check_directory(directory)

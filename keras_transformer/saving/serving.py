@@ -115,12 +115,41 @@ def export_serving(
     Returns:
         The directory, as a `pathlib.Path`.
 
+    Raises:
+        ValueError: on another backend than TensorFlow, for another model or
+            tokenizer class, an argument of the other model kind, a bad size,
+            or a tokenizer whose vocabulary differs from the model's.
+        FileExistsError: when `directory` exists and `overwrite` is `False`.
+
     Example:
 
-    >>> bundle = load_pretrained("runs/multi30k/model")
-    >>> export_serving(bundle.model, bundle.tokenizer, "runs/multi30k/serving")
-    >>> bundle = load_pretrained("runs/imdb/model")
-    >>> export_serving(bundle.model, bundle.tokenizer, "runs/imdb/serving", max_length=256)
+    A tiny translation model (untrained, so its translations are noise). The
+    export and the reload are not run here: tracing and writing the
+    SavedModel takes several seconds even for a tiny model.
+
+    >>> import tempfile
+    >>> from keras_transformer.models import Seq2SeqTransformer
+    >>> from keras_transformer.saving import export_serving
+    >>> from keras_transformer.text import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(["Two dogs play.", "Zwei Hunde spielen."] * 10,
+    ...                                    vocabulary_size=30, byte_fallback=False)
+    >>> model = Seq2SeqTransformer(tokenizer.vocabulary_size, num_encoder_layers=1,
+    ...                            num_decoder_layers=1, hidden_dim=16, num_heads=2,
+    ...                            intermediate_dim=32)
+    >>> directory = export_serving(model, tokenizer, tempfile.mkdtemp() + "/serving",
+    ...                            beam_size=1)  # doctest: +SKIP
+    >>> import tensorflow as tf, tensorflow_text  # doctest: +SKIP
+    >>> translator = tf.saved_model.load(str(directory))  # doctest: +SKIP
+    >>> translator.serve(tf.constant(["Two dogs play.", ""]))["translations"].shape  # doctest: +SKIP
+    TensorShape([2])
+
+    An argument of the other model kind is refused before anything is
+    traced:
+
+    >>> export_serving(model, tokenizer, tempfile.mkdtemp(), max_length=64)
+    Traceback (most recent call last):
+        ...
+    ValueError: `max_length` does not apply to a Seq2SeqTransformer (translation model). ...
     """
     if keras.backend.backend() != "tensorflow":
         raise ValueError(
