@@ -140,7 +140,8 @@ def export_serving(
     ...                            beam_size=1)  # doctest: +SKIP
     >>> import tensorflow as tf, tensorflow_text  # doctest: +SKIP
     >>> translator = tf.saved_model.load(str(directory))  # doctest: +SKIP
-    >>> translator.serve(tf.constant(["Two dogs play.", ""]))["translations"].shape  # doctest: +SKIP
+    >>> outputs = translator.serve(tf.constant(["Two dogs play.", ""]))  # doctest: +SKIP
+    >>> outputs["translations"].shape  # doctest: +SKIP
     TensorShape([2])
 
     An argument of the other model kind is refused before anything is
