@@ -61,6 +61,14 @@ class DeviceInfo:
             not a CUDA GPU or unknown. Defaults to `None`.
         cpu_flags: frozenset of the host CPU's feature flags (from
             `/proc/cpuinfo` on Linux; empty elsewhere). Defaults to empty.
+
+    Example:
+
+    >>> from keras_transformer.models.factory import DeviceInfo
+    >>> DeviceInfo("cpu", "CPU: Zen 4", cpu_flags=frozenset({"avx512_bf16"})).cpu_has_native_bf16
+    True
+    >>> DeviceInfo("gpu", "GPU: V100", (7, 0)).compute_capability
+    (7, 0)
     """
 
     platform: str
@@ -118,9 +126,9 @@ def detect_device():
 
     Example:
 
-    ```python
-    detect_device().platform  # "cpu" on a machine without accelerators
-    ```
+    >>> from keras_transformer.models.factory import detect_device
+    >>> detect_device().platform in ("cpu", "gpu", "tpu")  # "cpu" without accelerators
+    True
     """
     cpu_name, cpu_flags = _cpu_info()
     backend = keras.backend.backend()
@@ -185,10 +193,13 @@ def choose_precision(device):
 
     Example:
 
-    ```python
-    choose_precision(DeviceInfo("gpu", "GPU: V100", (7, 0)))
-    # ("mixed_float16", "GPU compute capability 7.0 < 8.0 lacks fast bfloat16")
-    ```
+    >>> from keras_transformer.models.factory import DeviceInfo, choose_precision
+    >>> choose_precision(DeviceInfo("gpu", "GPU: V100", (7, 0)))
+    ('mixed_float16', 'GPU compute capability 7.0 < 8.0 lacks fast bfloat16')
+    >>> choose_precision(DeviceInfo("gpu", "GPU: A100", (8, 0)))[0]
+    'mixed_bfloat16'
+    >>> choose_precision(DeviceInfo("cpu", "CPU", cpu_flags=frozenset({"avx2"})))[0]
+    'float32'
     """
     if device.platform == "tpu":
         return "mixed_bfloat16", "TPUs compute natively in bfloat16"
@@ -230,9 +241,13 @@ def choose_jit_compile(device, backend=None):
 
     Example:
 
-    ```python
-    choose_jit_compile(detect_device())  # (False, ...) for TensorFlow on a CPU
-    ```
+    >>> from keras_transformer.models.factory import DeviceInfo, choose_jit_compile
+    >>> choose_jit_compile(DeviceInfo("cpu", "CPU"), backend="tensorflow")
+    (False, 'TensorFlow on CPU: XLA trains slower than the default runtime')
+    >>> choose_jit_compile(DeviceInfo("cpu", "CPU"), backend="jax")[0]
+    True
+    >>> choose_jit_compile(DeviceInfo("gpu", "GPU: A100", (8, 0)), backend="tensorflow")
+    (True, 'XLA on GPU')
     """
     backend = backend or keras.backend.backend()
     if backend == "torch":
