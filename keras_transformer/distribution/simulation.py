@@ -41,7 +41,7 @@ def simulate_cpu_devices(count):
                             source_vocabulary_size=8000)
     ```
 
-    A bad count is refused before anything changes:
+    A bad count is refused before anything changes.
 
     >>> from keras_transformer.distribution import simulate_cpu_devices
     >>> simulate_cpu_devices(0)

@@ -102,7 +102,7 @@ def generate_lm(
 
     Example:
 
-    Each row keeps its prompt and continues after its own last token:
+    Each row keeps its prompt and continues after its own last token.
 
     >>> from keras_transformer.generation import generate_lm
     >>> from keras_transformer.models import TransformerLM

@@ -313,7 +313,7 @@ def load_pretrained(directory):
     >>> bool(keras.ops.all(bundle.model(ids) == model(ids)))
     True
 
-    Anything else is refused with what it is:
+    Anything else is refused, with what it is.
 
     >>> load_pretrained(directory / "config.json")
     Traceback (most recent call last):
