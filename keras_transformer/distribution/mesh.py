@@ -199,7 +199,7 @@ def make_distribution(mesh, model_config=None, devices=None):
         model_config: dict, the model's keyword arguments, needed when
             `model > 1` (see `get_layout_map`). Defaults to `None`.
         devices: list of devices to use, `data * model` of them. Defaults to
-            every device of the backend (`keras.distribution.list_devices()`
+            `None`: every device of the backend (`keras.distribution.list_devices()`
             on JAX; the GPUs, else the logical CPUs, on TensorFlow).
 
     Returns:

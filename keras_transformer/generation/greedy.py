@@ -40,7 +40,7 @@ def greedy_search(
         start_index: int, the first column to feed; the cache must already
             hold the columns before it (a prefilled prompt). Defaults to `0`.
         choose_fn: callable `(logits, index) -> (rows,) int32`. Defaults to
-            the argmax.
+            `None`: the argmax.
         end_id: int or scalar int tensor, the token that ends a row (`-1`
             matches none). Defaults to `None` (rows run to their limit).
         pad_id: int, the id written after a row stops. Defaults to `0`.

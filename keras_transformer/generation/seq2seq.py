@@ -93,8 +93,10 @@ def generate_seq2seq(
             counts the generated tokens, end token included). Defaults to `0.6`.
         num_return_sequences: int, outputs per input (best first for beam
             search, independent draws for sampling). Defaults to `1`.
-        start_id: int, the token the decoder starts from. Required.
-        end_id: int, the token that ends a sequence. Required.
+        start_id: int, the token the decoder starts from. Required: the
+            default `None` raises a `ValueError`.
+        end_id: int, the token that ends a sequence. Required: the default
+            `None` raises a `ValueError`.
         top_k: int, for `"top_k"`: sample among the `top_k` most likely tokens.
             Defaults to `50`.
         top_p: float in `(0, 1]`, for `"top_p"`: sample from the smallest set of

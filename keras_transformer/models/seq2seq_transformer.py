@@ -25,7 +25,7 @@ class Seq2SeqTransformer(TransformerModelBase):
     Args:
         source_vocabulary_size: int, size of the source vocabulary.
         target_vocabulary_size: int, size of the target vocabulary. Defaults
-            to `source_vocabulary_size`.
+            to `None`, meaning `source_vocabulary_size`.
         num_encoder_layers: int. Defaults to `6`.
         num_decoder_layers: int. Defaults to `6`.
         hidden_dim: int, `d_model`. Defaults to `512`.
@@ -361,8 +361,10 @@ class Seq2SeqTransformer(TransformerModelBase):
             beam_size: int. Defaults to `4`.
             length_penalty: float, the GNMT `alpha`. Defaults to `0.6`.
             num_return_sequences: int. Defaults to `1`.
-            start_id: int, the decoder's start token. Required.
-            end_id: int, the end token. Required.
+            start_id: int, the decoder's start token. Required: the default
+                `None` raises a `ValueError`.
+            end_id: int, the end token. Required: the default `None` raises a
+                `ValueError`.
             **kwargs: the other arguments of `generate_seq2seq`.
 
         Returns:

@@ -108,7 +108,7 @@ class TransformerModelBase(keras.Model):
             target_names: names of the projections, among `"query"`, `"key"`,
                 `"value"`, `"attention_output"` (attention) and
                 `"intermediate_dense"`, `"output_dense"` (feed-forward).
-                Defaults to all six.
+                Defaults to `None`: all six.
 
         Returns:
             A list of layers.
@@ -156,7 +156,7 @@ class TransformerModelBase(keras.Model):
         Args:
             rank: int, the rank of the adapters.
             lora_alpha: float, the adapters' scale is `lora_alpha / rank`.
-                Defaults to `rank`.
+                Defaults to `None`, meaning `rank`.
             target_names: see `lora_targets`. Defaults to `None`: every
                 attention and feed-forward projection.
 
