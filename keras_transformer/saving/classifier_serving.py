@@ -35,9 +35,20 @@ def make_classify_fn(model, tokenizer, max_length=None, head_fraction=None):
 
     Example:
 
+    Called eagerly here; `export_serving` traces it into the SavedModel.
+
+    >>> import tensorflow as tf
+    >>> from keras_transformer.models import TransformerClassifier
+    >>> from keras_transformer.text import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(["A moving film.", "Two dull hours."] * 10,
+    ...                                    vocabulary_size=30, byte_fallback=False)
+    >>> model = TransformerClassifier(tokenizer.vocabulary_size, num_classes=2,
+    ...                               num_layers=1, hidden_dim=16, num_heads=2,
+    ...                               intermediate_dim=32)
     >>> classify = make_classify_fn(model, tokenizer, max_length=128)
-    >>> classify(tf.constant(["A moving film."]))["probabilities"].shape
-    TensorShape([1, 2])
+    >>> outputs = classify(tf.constant(["A moving film.", "Two dull hours."]))
+    >>> outputs["probabilities"].shape.as_list(), outputs["label"].dtype.name
+    ([2, 2], 'int32')
     """
     import tensorflow as tf  # Only the TensorFlow backend exports.
 
