@@ -1,0 +1,101 @@
+"""docs/api/griffe_keras_sections.py: Keras-style sections become ones griffe renders."""
+
+import importlib.util
+import pathlib
+
+from griffe import Docstring, DocstringSectionKind, Parser
+
+PATH = pathlib.Path(__file__).resolve().parents[2] / "docs" / "api" / "griffe_keras_sections.py"
+SPEC = importlib.util.spec_from_file_location("griffe_keras_sections", PATH)
+sections_module = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(sections_module)
+
+
+def parse(text):
+    return Docstring(text).parse(Parser.google, warnings=False)
+
+
+def kinds(text):
+    return [section.kind for section in parse(text)]
+
+
+FLAT = """Summary.
+
+Args:
+    x: a value.
+
+Example:
+
+>>> double([1])
+[1, 1]
+
+Text between.
+
+>>> 1 + 1
+2
+
+References:
+    A paper.
+"""
+
+INDENTED = """Summary.
+
+Example:
+    >>> double([1])
+    [1, 1]
+
+Returns:
+    A list.
+"""
+
+
+def test_an_unindented_example_becomes_an_examples_section():
+    assert DocstringSectionKind.examples not in kinds(FLAT)
+    rewritten = sections_module.rewrite_examples(FLAT)
+    parsed = parse(rewritten)
+    examples = [s for s in parsed if s.kind is DocstringSectionKind.examples]
+    assert len(examples) == 1
+    assert [kind for kind, _ in examples[0].value] == [
+        DocstringSectionKind.examples,
+        DocstringSectionKind.text,
+        DocstringSectionKind.examples,
+    ]
+    assert examples[0].value[0][1] == ">>> double([1])\n[1, 1]"
+    # The sections around it are untouched.
+    assert parsed[1].kind is DocstringSectionKind.parameters
+    assert parsed[-1].kind is DocstringSectionKind.admonition
+
+
+def test_an_indented_example_becomes_an_examples_section_and_returns_stays():
+    rewritten = sections_module.rewrite_examples(INDENTED)
+    assert kinds(rewritten) == [
+        DocstringSectionKind.text,
+        DocstringSectionKind.examples,
+        DocstringSectionKind.returns,
+    ]
+
+
+def test_call_arguments_become_a_list():
+    text = """Summary.
+
+Call arguments:
+    inputs: a tensor
+        of any shape.
+    mask_a, mask_b: Keras masks.
+
+Returns:
+    A tensor.
+"""
+    rewritten = sections_module.rewrite_call_arguments(text)
+    assert (
+        "Call arguments:\n"
+        "    - `inputs`: a tensor of any shape.\n"
+        "    - `mask_a`, `mask_b`: Keras masks.\n"
+        "\n"
+        "Returns:"
+    ) in rewritten
+
+
+def test_a_docstring_without_those_sections_is_unchanged():
+    text = "Summary.\n\nArgs:\n    x: a value.\n\nReturns:\n    x."
+    assert sections_module.rewrite_call_arguments(sections_module.rewrite_examples(text)) == text
