@@ -73,6 +73,15 @@ def test_the_api_pages_render_our_members_and_doctests_as_code(site):
         assert f'id="keras_transformer.models.Seq2SeqTransformer.{method}"' in models
 
 
+def test_the_math_is_mathml_in_every_page(site):
+    pages = {path: path.read_text(encoding="utf-8") for path in site.rglob("*.html")}
+    assert any("<math" in text for text in pages.values())
+    left = [str(path) for path, text in pages.items() if 'class="arithmatex">\\(' in text]
+    assert not left, f"TeX left for a script to typeset: {left}"
+    left = [str(path) for path, text in pages.items() if 'class="arithmatex">\\[' in text]
+    assert not left, f"TeX left for a script to typeset: {left}"
+
+
 def test_the_changelog_page_is_the_changelog(site):
     page = (site / "changelog" / "index.html").read_text(encoding="utf-8")
     from keras_transformer import __version__
