@@ -322,10 +322,12 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 k, v = cache[:, 0], cache[:, 1]
                 new_cache = cache
             else:
-                start = [0, cache_update_index, 0, 0]
-                k = ops.slice_update(cache[:, 0], start, ops.cast(k, cache.dtype))
-                v = ops.slice_update(cache[:, 1], start, ops.cast(v, cache.dtype))
-                new_cache = ops.stack([k, v], axis=1)
+                # One write of the new steps into the cache itself, which XLA does in
+                # place in a decoding loop; slicing keys and values out first and
+                # stacking them again copied the whole cache every step.
+                new_steps = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
+                new_cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new_steps)
+                k, v = new_cache[:, 0], new_cache[:, 1]
 
         query_length, key_length = q.shape[1], k.shape[1]
         check_mask_shape(attention_mask, query_length, key_length)

@@ -7,6 +7,13 @@ from keras_transformer.layers.validation import check_rank
 from keras_transformer.ops.masks import get_keras_mask
 
 
+def _block_cache(cache, index):
+    """Block `index`'s cache out of a stacked tensor or a list of the blocks' caches."""
+    if cache is None:
+        return None
+    return cache[index] if isinstance(cache, (list, tuple)) else cache[:, index]
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TransformerDecoder(TransformerStackBase):
     """The paper's decoder: a stack of `num_layers` `TransformerDecoderBlock`s.
@@ -16,7 +23,13 @@ class TransformerDecoder(TransformerStackBase):
     all blocks are stacked on axis 1:
     `(batch, num_layers, 2, max_length, num_key_value_heads, key_dim)`; build the
     cross-attention cache once with `compute_cross_attention_cache` and an
-    empty self-attention cache with `initial_self_attention_cache`.
+    empty self-attention cache with `initial_self_attention_cache`. Either
+    cache may also be a list or tuple of the blocks' caches, `(batch, 2,
+    max_length, num_key_value_heads, key_dim)` each (`ops.unstack(cache,
+    axis=1)`); the self-attention cache is returned in the form it came in.
+    The generation loops use that form: each block's cache is then its own
+    buffer, written in place one step at a time, where the stacked tensor is
+    sliced and stacked again at every step.
 
     Args:
         num_layers: int, number of blocks (6 in the paper).
@@ -122,12 +135,8 @@ class TransformerDecoder(TransformerStackBase):
                 decoder_padding_mask=decoder_padding_mask,
                 encoder_padding_mask=encoder_padding_mask,
                 use_causal_mask=use_causal_mask,
-                self_attention_cache=(
-                    None if self_attention_cache is None else self_attention_cache[:, i]
-                ),
-                cross_attention_cache=(
-                    None if cross_attention_cache is None else cross_attention_cache[:, i]
-                ),
+                self_attention_cache=_block_cache(self_attention_cache, i),
+                cross_attention_cache=_block_cache(cross_attention_cache, i),
                 cache_update_index=cache_update_index,
                 training=training,
                 return_attention_scores=return_attention_scores,
@@ -147,7 +156,9 @@ class TransformerDecoder(TransformerStackBase):
         results = (x,)
         if return_attention_scores:
             results += (all_scores,)
-        if self_attention_cache is not None:
+        if isinstance(self_attention_cache, (list, tuple)):
+            results += (type(self_attention_cache)(self_caches), cross_attention_cache)
+        elif self_attention_cache is not None:
             results += (ops.stack(self_caches, axis=1), cross_attention_cache)
         return results[0] if len(results) == 1 else results
 
@@ -164,12 +175,8 @@ class TransformerDecoder(TransformerStackBase):
             self.blocks[0],
             inputs,
             encoder_outputs,
-            self_attention_cache=(
-                None if self_attention_cache is None else self_attention_cache[:, 0]
-            ),
-            cross_attention_cache=(
-                None if cross_attention_cache is None else cross_attention_cache[:, 0]
-            ),
+            self_attention_cache=_block_cache(self_attention_cache, 0),
+            cross_attention_cache=_block_cache(cross_attention_cache, 0),
             return_attention_scores=return_attention_scores,
         )
         if not isinstance(block_spec, tuple):
@@ -179,7 +186,10 @@ class TransformerDecoder(TransformerStackBase):
             results += ([block_spec[1]] * self.num_layers,)
         if self_attention_cache is not None:
             results += (
-                keras.KerasTensor(self_attention_cache.shape, dtype=self_attention_cache.dtype),
+                keras.tree.map_structure(
+                    lambda cache: keras.KerasTensor(cache.shape, dtype=cache.dtype),
+                    self_attention_cache,
+                ),
                 cross_attention_cache,
             )
         return results[0] if len(results) == 1 else results
