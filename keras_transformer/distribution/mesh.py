@@ -81,12 +81,13 @@ def format_mesh(mesh):
     return f"{data}x{model}"
 
 
-def _check_device_count(mesh, devices, what):
+def _check_device_count(mesh, devices):
     data, model = mesh
     if data * model != len(devices):
+        verb = "is" if len(devices) == 1 else "are"
         raise ValueError(
             f"Mesh {data}x{model} needs {data * model} devices, but {len(devices)} "
-            f"{what} available ({', '.join(str(d) for d in devices[:8])}"
+            f"{verb} available ({', '.join(str(d) for d in devices[:8])}"
             f"{', ...' if len(devices) > 8 else ''}). Pass a mesh whose sizes multiply to "
             f"{len(devices)}, e.g. {len(devices)}x1; {SIMULATE_HINT}."
         )
@@ -95,7 +96,7 @@ def _check_device_count(mesh, devices, what):
 def _jax_distribution(mesh, model_config, devices):
     data, model = mesh
     devices = list(keras.distribution.list_devices() if devices is None else devices)
-    _check_device_count(mesh, devices, "are")
+    _check_device_count(mesh, devices)
     if model == 1:
         device_mesh = keras.distribution.DeviceMesh((data,), (DATA_AXIS,), devices)
         return keras.distribution.DataParallel(device_mesh=device_mesh)
@@ -170,7 +171,7 @@ def _tensorflow_strategy(mesh, devices):
     if devices is None:
         devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
         devices = [device.name for device in devices]
-    _check_device_count(mesh, list(devices), "are")
+    _check_device_count(mesh, list(devices))
     return tf.distribute.MirroredStrategy(devices=list(devices))
 
 

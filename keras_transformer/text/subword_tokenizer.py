@@ -285,9 +285,15 @@ class SubwordTokenizer(tf.Module):
                 minloglevel=2,
             )
         except RuntimeError as error:
+            # SentencePiece refuses a size too large for the text and one too small for its
+            # characters; the advice differs.
+            if "smaller than required_chars" in str(error):
+                advice = "Raise `vocabulary_size` (it must cover every distinct character)"
+            else:
+                advice = "Lower `vocabulary_size` or pass more text"
             raise ValueError(
                 f"SentencePiece could not learn {vocabulary_size} pieces from {len(sentences)} "
-                f"sentences: {error}. Lower `vocabulary_size` or pass more text."
+                f"sentences: {str(error).rstrip('. ')}. {advice}."
             ) from error
         return cls(model.getvalue())
 

@@ -125,6 +125,11 @@ def test_invalid_model_proto_raises():
     [
         (["a b c"] * 20, {"vocabulary_size": 100}, "at least 261"),
         (["a b c"] * 20, {"vocabulary_size": 5000}, "Lower `vocabulary_size`"),
+        (
+            [" ".join(chr(0x4E00 + i) for i in range(j, j + 60)) for j in range(40)],
+            {"vocabulary_size": 30, "byte_fallback": False},
+            r"30 vs 104\. .*Raise `vocabulary_size`",
+        ),
         (["a b c"] * 20, {"model_type": "char"}, "`model_type`"),
         (["", ""], {}, "no non-empty sentence"),
         ("a single string", {}, "not a single string"),
