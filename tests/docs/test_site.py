@@ -82,6 +82,19 @@ def test_the_math_is_mathml_in_every_page(site):
     assert not left, f"TeX left for a script to typeset: {left}"
 
 
+def test_every_image_a_page_shows_is_in_the_site(site):
+    # An `exclude_docs` pattern once dropped the figures with only an INFO line.
+    shown = 0
+    for page in site.rglob("*.html"):
+        for source in re.findall(r'<img[^>]* src="([^"]+)"', page.read_text(encoding="utf-8")):
+            if source.startswith(("http:", "https:", "data:")):
+                continue
+            assert (page.parent / source).resolve().is_file(), f"{page}: {source}"
+            shown += 1
+    assert (site / "assets" / "figures" / "position_table.png").is_file()
+    assert shown >= 2, shown
+
+
 def test_the_changelog_page_is_the_changelog(site):
     page = (site / "changelog" / "index.html").read_text(encoding="utf-8")
     from keras_transformer import __version__
