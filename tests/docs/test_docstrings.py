@@ -5,31 +5,19 @@
 `python -m doctest` would, so an example can never go stale.
 """
 
-import doctest
 import importlib
 import inspect
 import re
-import sys
 
 import pytest
 
-SUBPACKAGES = [
-    "layers",
-    "ops",
-    "models",
-    "generation",
-    "training",
-    "text",
-    "saving",
-    "distribution",
-]
+from tests.docs.docs_helpers import SUBPACKAGES, run_doctests
 
 # Entries of `__all__` that are not classes or functions, and why they are exempt.
 EXEMPT = {
     "models.PRESETS": "a dict of preset sizes, documented in the presets module's docstring",
 }
 
-OPTIONFLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
 EXAMPLE = re.compile(r"^\s*Examples?:\s*$", re.MULTILINE)
 SECTION = re.compile(r"^\s*(?P<name>[A-Z][A-Za-z ]*):\s*$", re.MULTILINE)
 
@@ -116,17 +104,6 @@ def test_docstring_sections(name):
 @pytest.mark.parametrize("name", CHECKED)
 def test_docstring_examples_run(name):
     obj = resolve(name)
-    module = sys.modules[obj.__module__]
-    finder = doctest.DocTestFinder(recurse=False)
-    tests = [
-        test
-        for test in finder.find(obj, name, module=module, globs=dict(vars(module)))
-        if test.examples
-    ]
-    assert tests, f"{name} has no doctest"
-    runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
-    report = []
-    for test in tests:
-        runner.run(test, out=report.append)
-    results = runner.summarize(verbose=False)
-    assert results.failed == 0, "".join(report)
+    found, failures = run_doctests(obj, name, obj.__module__)
+    assert found, f"{name} has no doctest"
+    assert not failures, failures

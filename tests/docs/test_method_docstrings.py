@@ -7,24 +7,12 @@ public method, property or class method that our package defines on a class of a
 here with the globals of the module that defines it.
 """
 
-import doctest
 import importlib
 import inspect
-import sys
 
 import pytest
 
-SUBPACKAGES = [
-    "layers",
-    "ops",
-    "models",
-    "generation",
-    "training",
-    "text",
-    "saving",
-    "distribution",
-]
-OPTIONFLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
+from tests.docs.docs_helpers import SUBPACKAGES, run_doctests
 
 
 def documented_methods():
@@ -63,16 +51,6 @@ def test_the_models_methods_are_found():
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_method_examples_run(name):
     function, module_name = METHODS[name]
-    module = sys.modules[module_name]
-    finder = doctest.DocTestFinder(recurse=False)
-    tests = [
-        test
-        for test in finder.find(function, name, module=module, globs=dict(vars(module)))
-        if test.examples
-    ]
-    assert tests, f"{name}: its >>> lines are not a doctest"
-    runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
-    report = []
-    for test in tests:
-        runner.run(test, out=report.append)
-    assert runner.summarize(verbose=False).failed == 0, "".join(report)
+    found, failures = run_doctests(function, name, module_name)
+    assert found, f"{name}: its >>> lines are not a doctest"
+    assert not failures, failures

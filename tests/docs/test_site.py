@@ -15,18 +15,10 @@ import textwrap
 
 import pytest
 
+from tests.docs.docs_helpers import SUBPACKAGES
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 API = ROOT / "docs" / "api"
-SUBPACKAGES = [
-    "layers",
-    "ops",
-    "models",
-    "generation",
-    "training",
-    "text",
-    "saving",
-    "distribution",
-]
 ENTRY = re.compile(r"^::: keras_transformer\.(\w+)\.(\w+)\s*$", re.MULTILINE)
 
 
