@@ -34,7 +34,8 @@ default); a random model hardly ever emits the end token, so each call runs them
 token counts once per generated position of each input (positions after an end token
 included, since the batch keeps computing them). After warm-up calls (tracing and
 compilation), each round times ``--calls`` calls of each contender, the contenders
-alternating and their order rotating; the reported figure is the median over rounds.
+alternating and their order rotating; the reported rates are medians over rounds, the
+ratios medians of each round's ratio (the spread over rounds in brackets).
 
 Run from the repository root (the backend is chosen by ``KERAS_BACKEND`` or ``--backend``)::
 
@@ -116,7 +117,7 @@ def parse_args(argv=None):
         parser.error(f"--batch-sizes must be comma-separated integers, got {sizes!r}")
     if not args.batch_sizes or min(args.batch_sizes) < 1:
         parser.error("--batch-sizes must be positive")
-    for name, default in zip(("calls", "rounds"), (3, 2) if args.quick else (2, 3)):
+    for name, default in zip(("calls", "rounds"), (3, 2) if args.quick else (2, 5)):
         if getattr(args, name) is None:
             setattr(args, name, default)
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
@@ -379,6 +380,19 @@ def make_runners(shape, jit, contenders):
     return runners
 
 
+def round_ratios(rates, other, scale=1):
+    """`(median, low, high)` of `scale * rate / other's rate` over the rounds.
+
+    Each round measures the contenders back to back, so a slow spell of the machine
+    slows both sides of a round's ratio alike: its median over rounds moves less
+    between runs than the ratio of the two medians. `(nan, nan, nan)` without `other`.
+    """
+    if other is None:
+        return (float("nan"),) * 3
+    ratios = [scale * mine / theirs for mine, theirs in zip(rates, other[2])]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
 def count_params(model):
     return sum(int(__import__("numpy").prod(w.shape)) for w in model.weights)
 
@@ -389,11 +403,16 @@ def markdown_table(rows):
         "| ours / keras-hub | ms / call |",
         "|---:|---|---|---:|---:|---:|---:|---:|",
     ]
+
+    def spread(ratio):
+        middle, low, high = ratio
+        return f"{middle:.2f} ({low:.2f}-{high:.2f})"
+
     for row in rows:
-        versus = "—" if row["versus_hub"] is None else f"{row['versus_hub']:.2f}"
+        versus = "—" if row["versus_hub"] is None else spread(row["versus_hub"])
         lines.append(
             f"| {row['batch']} | {'on' if row['jit'] else 'off'} | {row['name']} "
-            f"| {row['rate']:,.0f} | {row['rate'] * row['beams']:,.0f} | {row['ratio']:.2f} "
+            f"| {row['rate']:,.0f} | {row['rate'] * row['beams']:,.0f} | {spread(row['ratio'])} "
             f"| {versus} | {row['ms']:,.0f} |"
         )
     return "\n".join(lines) + "\n"
@@ -462,14 +481,15 @@ def main(argv=None):
                 results[(batch, jit, name)] = (
                     statistics.median(rates),
                     1000 * statistics.median(times),
+                    rates,
                 )
 
     rows = []
     for batch in args.batch_sizes:
         for jit in jit_modes:
-            reference = results.get((batch, jit, "ours_greedy"), (float("nan"),))[0]
+            reference = results.get((batch, jit, "ours_greedy"))
             for name in args.contenders:
-                rate, ms = results[(batch, jit, name)]
+                rate, ms, rates = results[(batch, jit, name)]
                 twin = results.get((batch, jit, KERAS_HUB_TWIN.get(name)))
                 rows.append(
                     dict(
@@ -478,8 +498,8 @@ def main(argv=None):
                         name=name,
                         rate=rate,
                         beams=beams.get(name, 1),
-                        ratio=rate * beams.get(name, 1) / reference,
-                        versus_hub=None if twin is None else rate / twin[0],
+                        ratio=round_ratios(rates, reference, beams.get(name, 1)),
+                        versus_hub=None if twin is None else round_ratios(rates, twin),
                         ms=ms,
                     )
                 )
@@ -488,6 +508,8 @@ def main(argv=None):
         f"Shape: {shape} (`new_tokens` generated per input, `source` tokens per input), "
         f"batch sizes {args.batch_sizes}; "
         f"{args.calls} timed calls x {args.rounds} rounds (median; 1 call for ours_uncached). "
+        "The two ratio columns are medians over the rounds of each round's ratio, with the "
+        "lowest and highest round in brackets. "
         "`tokens/s`: generated tokens per second, one sequence per input (per copy for "
         "greedy_x4); `decoder-row tokens/s`: the same times the decoder rows per sequence "
         "(4 beams for beam-4); `rows vs ours greedy`: decoder-row tokens/s over ours "

@@ -28,3 +28,54 @@ def test_matches_keras_dot_product_attention(causal):
             rtol=1e-5,
             atol=1e-6,
         )
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2])
+def test_one_query_row_equals_the_same_row_of_a_longer_query(num_kv_heads):
+    # A decoding step (one query row) multiplies and sums instead of taking the batched
+    # matmul; row by row it must give what the matmul path gives for the whole query.
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(3, 5, 4, 8)).astype("float32")
+    k, v = (rng.normal(size=(3, 9, num_kv_heads, 8)).astype("float32") for _ in range(2))
+    mask = np.arange(9)[None, None, None, :] < np.array([9, 6, 2])[:, None, None, None]
+    full, full_scores = scaled_dot_product_attention(
+        q, k, v, mask=mask, return_attention_scores=True
+    )
+    for row in range(5):
+        one, one_scores = scaled_dot_product_attention(
+            q[:, row : row + 1], k, v, mask=mask, return_attention_scores=True
+        )
+        assert tuple(one.shape) == (3, 1, 4, 8)
+        assert tuple(one_scores.shape) == (3, 4, 1, 9)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(one),
+            keras.ops.convert_to_numpy(full)[:, row : row + 1],
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(one_scores),
+            keras.ops.convert_to_numpy(full_scores)[:, :, row : row + 1],
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        # The masked keys get no weight (rows 1 and 2 see 6 and 2 keys).
+        assert not keras.ops.convert_to_numpy(one_scores)[1, :, 0, 6:].any()
+        assert not keras.ops.convert_to_numpy(one_scores)[2, :, 0, 2:].any()
+
+
+def test_one_query_row_in_bfloat16_matches_float32_on_the_rounded_inputs():
+    # Mixed precision decoding: bfloat16 in and out, the error that of bfloat16's rounding
+    # of the inputs and of the result, over 512 keys.
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.normal(size=(2, n, 2, 64)).astype("float32") for n in (1, 512, 512))
+    reference = keras.ops.convert_to_numpy(scaled_dot_product_attention(q, k, v))
+    q16, k16, v16 = (keras.ops.cast(t, "bfloat16") for t in (q, k, v))
+    ours = scaled_dot_product_attention(q16, k16, v16)
+    assert keras.backend.standardize_dtype(ours.dtype) == "bfloat16"
+    rounded = [keras.ops.convert_to_numpy(keras.ops.cast(t, "float32")) for t in (q16, k16, v16)]
+    exact = keras.ops.convert_to_numpy(scaled_dot_product_attention(*rounded))
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(keras.ops.cast(ours, "float32")), exact, rtol=1e-2, atol=2e-3
+    )
+    assert np.abs(exact - reference).max() < 0.05  # bfloat16 inputs, not the sum, set the error
