@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.ops.dropout import dropout as dropout_op
 from keras_transformer.ops.masks import causal_mask, check_mask_shape, merge_masks
 
 # A large negative logit instead of -inf: a row with every key masked then gives a
@@ -217,7 +218,7 @@ def scaled_dot_product_attention(
         probs = probs * ops.cast(ops.any(mask, axis=-1, keepdims=True), probs.dtype)
     scores = probs
     if dropout_active:
-        probs = keras.random.dropout(probs, dropout, seed=seed)
+        probs = dropout_op(probs, dropout, seed=seed)
     if one_query:
         weights = ops.transpose(probs[:, :, 0, :], (0, 2, 1))[..., None]
         outputs = ops.sum(weights * ops.cast(value, "float32"), axis=1, keepdims=True)

@@ -79,3 +79,23 @@ def test_one_query_row_in_bfloat16_matches_float32_on_the_rounded_inputs():
         keras.ops.convert_to_numpy(keras.ops.cast(ours, "float32")), exact, rtol=1e-2, atol=2e-3
     )
     assert np.abs(exact - reference).max() < 0.05  # bfloat16 inputs, not the sum, set the error
+
+
+def test_attention_dropout_drops_probabilities_at_its_rate():
+    # Zero queries give uniform probabilities 1/16; one-hot values read them back out,
+    # so the outputs are the dropped probabilities: 0, or 1/16 / (1 - rate).
+    keys = 16
+    q = np.zeros((8, 32, 2, 4), "float32")
+    k = np.random.default_rng(3).normal(size=(8, keys, 2, 4)).astype("float32")
+    v = np.broadcast_to(np.eye(keys, dtype="float32")[None, :, None, :], (8, keys, 2, keys))
+    outputs = keras.ops.convert_to_numpy(
+        scaled_dot_product_attention(
+            q, k, v, dropout=0.25, training=True, seed=keras.random.SeedGenerator(4)
+        )
+    )
+    dropped = outputs == 0
+    assert abs(dropped.mean() - 0.25) < 0.02
+    np.testing.assert_allclose(outputs[~dropped], 1 / keys / 0.75, rtol=1e-6)
+    # Without training nothing is dropped.
+    kept = scaled_dot_product_attention(q, k, v, dropout=0.25, training=False)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(kept), 1 / keys, rtol=1e-6)
