@@ -380,39 +380,25 @@ def make_runners(shape, jit, contenders):
     return runners
 
 
-def round_ratios(rates, other, scale=1):
-    """`(median, low, high)` of `scale * rate / other's rate` over the rounds.
-
-    Each round measures the contenders back to back, so a slow spell of the machine
-    slows both sides of a round's ratio alike: its median over rounds moves less
-    between runs than the ratio of the two medians. `(nan, nan, nan)` without `other`.
-    """
-    if other is None:
-        return (float("nan"),) * 3
-    ratios = [scale * mine / theirs for mine, theirs in zip(rates, other[2])]
-    return statistics.median(ratios), min(ratios), max(ratios)
-
-
 def count_params(model):
     return sum(int(__import__("numpy").prod(w.shape)) for w in model.weights)
 
 
 def markdown_table(rows):
+    from paired_ratios import format_spread
+
     lines = [
         "| batch | XLA | contender | tokens/s | decoder-row tokens/s | rows vs ours greedy "
         "| ours / keras-hub | ms / call |",
         "|---:|---|---|---:|---:|---:|---:|---:|",
     ]
 
-    def spread(ratio):
-        middle, low, high = ratio
-        return f"{middle:.2f} ({low:.2f}-{high:.2f})"
-
     for row in rows:
-        versus = "—" if row["versus_hub"] is None else spread(row["versus_hub"])
+        versus = "—" if row["versus_hub"] is None else format_spread(row["versus_hub"])
         lines.append(
             f"| {row['batch']} | {'on' if row['jit'] else 'off'} | {row['name']} "
-            f"| {row['rate']:,.0f} | {row['rate'] * row['beams']:,.0f} | {spread(row['ratio'])} "
+            f"| {row['rate']:,.0f} | {row['rate'] * row['beams']:,.0f} "
+            f"| {format_spread(row['ratio'])} "
             f"| {versus} | {row['ms']:,.0f} |"
         )
     return "\n".join(lines) + "\n"
@@ -484,6 +470,8 @@ def main(argv=None):
                     rates,
                 )
 
+    from paired_ratios import paired_ratios
+
     rows = []
     for batch in args.batch_sizes:
         for jit in jit_modes:
@@ -498,8 +486,11 @@ def main(argv=None):
                         name=name,
                         rate=rate,
                         beams=beams.get(name, 1),
-                        ratio=round_ratios(rates, reference, beams.get(name, 1)),
-                        versus_hub=None if twin is None else round_ratios(rates, twin),
+                        ratio=paired_ratios(
+                            [rate * beams.get(name, 1) for rate in rates],
+                            None if reference is None else reference[2],
+                        ),
+                        versus_hub=None if twin is None else paired_ratios(rates, twin[2]),
                         ms=ms,
                     )
                 )

@@ -242,6 +242,8 @@ def run_steps(model, batches, steps):
 
 
 def markdown_table(rows):
+    from paired_ratios import format_spread
+
     header = (
         "| precision | jit_compile | contender | tokens/s | ours / this "
         "| tokens/CPU-s | ours / this (CPU) | % of peak |\n"
@@ -253,9 +255,9 @@ def markdown_table(rows):
         peak = "—" if row["peak_pct"] is None else f"{row['peak_pct']:.1f}"
         lines.append(
             f"| {row['precision']} | {'on' if row['jit'] else 'off'} | {row['contender']} "
-            f"| {row['tokens_per_s']:,.0f} | {'—' if ours else format(row['ratio'], '.3f')} "
+            f"| {row['tokens_per_s']:,.0f} | {'—' if ours else format_spread(row['ratio'], 3)} "
             f"| {row['tokens_per_cpu_s']:,.0f} "
-            f"| {'—' if ours else format(row['cpu_ratio'], '.3f')} | {peak} |"
+            f"| {'—' if ours else format_spread(row['cpu_ratio'], 3)} | {peak} |"
         )
     return header + "\n".join(lines) + "\n"
 
@@ -325,6 +327,8 @@ def main(argv=None):
         done = ", ".join(f"{k[2]}/{k[0]}/{int(k[1])}={v[-1]:,.0f}" for k, v in walls.items())
         print(f"round {round_index + 1} tokens/s: {done}", flush=True)
 
+    from paired_ratios import paired_ratios
+
     rows = []
     for precision, jit in configs:
         wall = {c: statistics.median(walls[(precision, jit, c)]) for c in args.contenders}
@@ -338,9 +342,17 @@ def main(argv=None):
                     jit=jit,
                     contender=contender,
                     tokens_per_s=wall[contender],
-                    ratio=wall.get("ours", math.nan) / wall[contender],
+                    ratio=paired_ratios(
+                        walls[(precision, jit, "ours")], walls[(precision, jit, contender)]
+                    )
+                    if "ours" in args.contenders
+                    else (math.nan,) * 3,
                     tokens_per_cpu_s=cpu[contender],
-                    cpu_ratio=cpu.get("ours", math.nan) / cpu[contender],
+                    cpu_ratio=paired_ratios(
+                        cpus[(precision, jit, "ours")], cpus[(precision, jit, contender)]
+                    )
+                    if "ours" in args.contenders
+                    else (math.nan,) * 3,
                     peak_pct=None if peak is None else 100 * wall[contender] * flops / peak / 1e9,
                 )
             )
@@ -352,7 +364,8 @@ def main(argv=None):
         f"{flops_per_token(some_params, shape) / 1e6:.2f} M (P = {some_params:,} matmul "
         f"weights); matmul peaks (GFLOP/s, measured in this process unless given): "
         f"{args.peaks}. `ours / this` is ours' tokens/s over "
-        "the row's (> 1: ours is faster); tokens/CPU-s divides by the process's CPU time, "
+        "the row's (> 1: ours is faster), the median of the rounds' ratios with the lowest "
+        "and highest round in brackets; tokens/CPU-s divides by the process's CPU time, "
         "which is less sensitive to other load on the machine."
     )
     elapsed = time.perf_counter() - started

@@ -445,6 +445,8 @@ def main(argv=None):
             + ", ".join(f"{names[c]} {1000 * times[c][-1]:.0f} ms" for c in order),
             flush=True,
         )
+    from paired_ratios import format_spread, paired_ratios
+
     mean_tokens = statistics.mean(tokens)
     ms = {c: 1000 * statistics.median(times[c]) for c in order}
     cpu_ms = {c: 1000 * statistics.median(cpu_times[c]) for c in order}
@@ -455,9 +457,9 @@ def main(argv=None):
             [
                 names[c],
                 f"{ms[c]:,.0f}",
-                f"{ms[c] / ms['ours']:.3f}",
+                format_spread(paired_ratios(times[c], times["ours"]), 3),
                 f"{cpu_ms[c]:,.0f}",
-                f"{cpu_ms[c] / cpu_ms['ours']:.3f}",
+                format_spread(paired_ratios(cpu_times[c], cpu_times["ours"]), 3),
                 f"{1000 * mean_tokens / ms[c]:,.0f}",
                 "—" if difference is None else f"{difference[0]:.1e}",
                 "—" if difference is None else f"{difference[1]:.1e}",
@@ -492,7 +494,8 @@ def main(argv=None):
         f"{info['params']:,} parameters, precision {info['precision']}, jit_compile "
         f"{info['jit_compile']}; {count} real Multi30k batches ({mean_tokens:,.0f} non-pad "
         f"source + target tokens on average); {args.steps} steps a turn x {args.rounds} rounds "
-        "(median). `this / ours` > 1: the row is slower than ours. Loss diff: the largest "
+        "(median). `this / ours` > 1: the row is slower than ours; it is the median of the "
+        "rounds' ratios, with the lowest and highest round in brackets. Loss diff: the largest "
         "relative difference from ours' losses on the same 4 batches, same weights (evaluation, "
         "then training steps with dropout off: the versions draw different dropout masks)."
     )
