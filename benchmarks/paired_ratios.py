@@ -14,18 +14,19 @@ def paired_ratios(numerators, denominators):
     """`(median, lowest, highest)` of `numerators[i] / denominators[i]` over the rounds.
 
     Args:
-        numerators: per-round figures of one contender.
+        numerators: per-round figures of one contender, or `None`.
         denominators: the other contender's figures for the same rounds, or `None`.
 
     Returns:
-        A tuple of three floats; `(nan, nan, nan)` when `denominators` is `None`.
+        A tuple of three floats; `(nan, nan, nan)` when either side is `None` (a
+        contender that was not run).
 
     Example:
 
     >>> paired_ratios([2.0, 3.0, 4.0], [1.0, 2.0, 2.0])
     (2.0, 1.5, 2.0)
     """
-    if denominators is None:
+    if numerators is None or denominators is None:
         return (math.nan,) * 3
     if len(numerators) != len(denominators) or not numerators:
         raise ValueError(

@@ -21,6 +21,7 @@ def test_median_of_round_ratios_not_ratio_of_medians():
 
 def test_missing_other_side_and_mismatched_rounds():
     assert all(math.isnan(x) for x in paired_ratios([1.0], None))
+    assert all(math.isnan(x) for x in paired_ratios(None, [1.0]))
     with pytest.raises(ValueError, match="same rounds"):
         paired_ratios([1.0, 2.0], [1.0])
 
