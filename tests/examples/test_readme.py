@@ -5,12 +5,10 @@ README's commands (`runs/multi30k-quick`, `runs/sst2-quick` and `runs/pretrain` 
 small runs of `conftest.py`), or named below with the reason it cannot run in a test.
 """
 
-import os
+import importlib
 import pathlib
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
 
@@ -91,10 +89,14 @@ def test_quick_start_commands_are_the_main_job_and_ci():
     assert len(commands) == 2
     assert commands[0].endswith("&& python -m examples.translation.train --quick")
     ci = (REPOSITORY / ".ci" / "run").read_text(encoding="utf-8")
-    # .ci/run picks the interpreter (`$PYTHON -m venv .venv`); the rest is the same line.
+    # .ci/run picks the interpreter (`$PYTHON -m venv .venv`); the rest is the same line,
+    # which it runs step by step.
     assert commands[1].startswith("python3.11 -m venv .venv && ")
     tail = commands[1].removeprefix("python3.11")
-    assert [line for line in ci.splitlines() if line.endswith(tail)] == [f"$PYTHON{tail}"]
+    assert [line for line in ci.splitlines() if line.endswith(f"{tail}'")] == [
+        f"COMMAND='$PYTHON{tail}'"
+    ]
+    assert "'" not in tail
 
 
 @pytest.mark.parametrize(
@@ -113,21 +115,21 @@ def test_python_snippet_runs(block, readme_folder, monkeypatch):
     [b for b in blocks()[1:] if b[0] == "bash" and reason_not_run(b[1]) is None],
     ids=block_id,
 )
-def test_shell_snippet_runs(block, readme_folder):
+def test_shell_snippet_runs(block, readme_folder, monkeypatch, capsys):
+    # Each command's `main` in this process, as `python -m MODULE` would run it (the
+    # examples' tests start the real commands as processes).
     commands = [line for line in block[1].splitlines() if line.startswith("python -m examples.")]
     assert commands, block
+    monkeypatch.chdir(readme_folder)
     for command in commands:
         arguments = shlex.split(command, comments=True)  # python -m MODULE ARGS...
-        result = subprocess.run(
-            [sys.executable, *arguments[1:]],
-            cwd=readme_folder,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-        )
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert result.stdout.strip(), command
+        assert arguments[:2] == ["python", "-m"], command
+        module = importlib.import_module(arguments[2])
+        try:
+            module.main(arguments[3:])
+        except SystemExit as exit_info:
+            pytest.fail(f"{command} exited with {exit_info.code}: {capsys.readouterr().err}")
+        assert capsys.readouterr().out.strip(), command
 
 
 def test_every_figure_is_a_recorded_one():

@@ -31,6 +31,19 @@ def run_cli(module, *args, stdin=None):
     )
 
 
+def run_main(main, *args, capsys):
+    """Runs a command's `main(args)` in this process, as its `python -m` would; returns a
+    `CompletedProcess` with its exit status and what it wrote. One real process per command
+    (see `run_cli`) shows the entry point does the same."""
+    try:
+        main(list(args))
+        returncode = 0
+    except SystemExit as exit_info:
+        returncode = exit_info.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, returncode, out, err)
+
+
 def assert_one_line_error(process, *fragments):
     assert process.returncode == 2, process.stderr[-2000:]
     lines = [line for line in process.stderr.splitlines() if line.startswith("error:")]
@@ -69,10 +82,10 @@ def test_saved_classifier_scores_and_predicts_identically(trained):
     assert all(0.5 <= probability <= 1.0 for _, probability in results)
 
 
-def test_predict_command_reads_arguments_files_and_stdin(trained, tmp_path):
+def test_predict_command_reads_arguments_files_and_stdin(trained, tmp_path, capsys):
     model = str(trained[0] / "model")
     texts = ["a gorgeous , witty , seductive movie .", "a dull , lifeless mess ."]
-    by_arguments = run_cli("predict", "--model", model, *texts)
+    by_arguments = run_main(predict.main, "--model", model, *texts, capsys=capsys)
     assert by_arguments.returncode == 0, by_arguments.stderr[-2000:]
     lines = by_arguments.stdout.splitlines()
     assert [line.split("\t")[2] for line in lines] == texts
@@ -81,37 +94,31 @@ def test_predict_command_reads_arguments_files_and_stdin(trained, tmp_path):
     assert all(0.5 <= float(line.split("\t")[1]) <= 1 for line in lines)
     path = tmp_path / "texts.txt"
     path.write_text("\n".join(texts) + "\n\n", encoding="utf-8")
-    assert run_cli("predict", "--model", model, "--file", str(path)).stdout.splitlines() == lines
+    by_file = run_main(predict.main, "--model", model, "--file", str(path), capsys=capsys)
+    assert by_file.stdout.splitlines() == lines
+    # The real command, reading standard input.
     stdin = "\n".join(texts) + "\n"
     assert run_cli("predict", "--model", model, stdin=stdin).stdout.splitlines() == lines
 
 
-def test_predict_command_rejects_bad_input_in_one_line(trained, tmp_path):
+def test_predict_command_rejects_bad_input_in_one_line(trained, tmp_path, capsys):
     output = trained[0]
     model = str(output / "model")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n \n", encoding="utf-8")
-    assert_one_line_error(
-        run_cli("predict", "--model", model, "--file", str(empty)), "no text to classify"
-    )
-    assert_one_line_error(
-        run_cli("predict", "--model", model, "--file", str(tmp_path / "missing.txt")),
-        "does not exist",
-    )
-    assert_one_line_error(
-        run_cli("predict", "--model", str(output), "a film"), "run folder", "model"
-    )
-    assert_one_line_error(
-        run_cli("predict", "--model", str(output / "serving"), "a film"), "SavedModel"
-    )
-    assert_one_line_error(
-        run_cli("predict", "--model", str(tmp_path / "nothing"), "a film"), "nothing"
-    )
-    usage = run_cli("predict", "--model", model, "--batch-size", "0", "a film")
+    for args, fragments in (
+        (["--model", model, "--file", str(empty)], ["no text to classify"]),
+        (["--model", model, "--file", str(tmp_path / "missing.txt")], ["does not exist"]),
+        (["--model", str(output), "a film"], ["run folder", "model"]),
+        (["--model", str(output / "serving"), "a film"], ["SavedModel"]),
+        (["--model", str(tmp_path / "nothing"), "a film"], ["nothing"]),
+    ):
+        assert_one_line_error(run_main(predict.main, *args, capsys=capsys), *fragments)
+    usage = run_main(predict.main, "--model", model, "--batch-size", "0", "a film", capsys=capsys)
     assert usage.returncode == 2 and "--batch-size must be a positive integer" in usage.stderr
 
 
-def test_train_command_validates_flags_before_writing(tmp_path):
+def test_train_command_validates_flags_before_writing(tmp_path, capsys):
     output = tmp_path / "run"
     for flags, message in (
         (["--epochs", "0"], "--epochs must be a positive integer"),
@@ -123,9 +130,10 @@ def test_train_command_validates_flags_before_writing(tmp_path):
         (["--lora-rank", "0"], "--lora-rank must be a positive integer"),
         (["--lora-rank", "4"], "--lora-rank fine-tunes a pretrained encoder: pass --init-from"),
     ):
-        process = run_cli("train", *flags, "--output-dir", str(output))
+        process = run_main(train.main, *flags, "--output-dir", str(output), capsys=capsys)
         assert process.returncode == 2, (flags, process.stderr[-1000:])
         assert message in process.stderr, (flags, process.stderr[-1000:])
+    # The real command: one line on its standard error, nothing else (no native logs).
     wrong = run_cli(
         "train", "--dataset", "imdb", "--data-dir", str(tmp_path), "--output-dir", str(output)
     )
@@ -133,14 +141,16 @@ def test_train_command_validates_flags_before_writing(tmp_path):
     assert not output.exists()
 
 
-def test_train_command_rejects_bad_data_in_one_line(tmp_path):
+def test_train_command_rejects_bad_data_in_one_line(tmp_path, capsys):
     output = tmp_path / "run"
     bad_label = tmp_path / "bad_label"
     bad_label.mkdir()
     (bad_label / "train.tsv").write_text("sentence\tlabel\na fine film \t1\nugh \t2\n")
     (bad_label / "dev.tsv").write_text("sentence\tlabel\nfine \t1\n")
     assert_one_line_error(
-        run_cli("train", "--data-dir", str(bad_label), "--output-dir", str(output)),
+        run_main(
+            train.main, "--data-dir", str(bad_label), "--output-dir", str(output), capsys=capsys
+        ),
         "train.tsv",
         "line 3",
     )
@@ -149,7 +159,8 @@ def test_train_command_rejects_bad_data_in_one_line(tmp_path):
     (empty / "train.tsv").write_text("")
     (empty / "dev.tsv").write_text("sentence\tlabel\nfine \t1\n")
     assert_one_line_error(
-        run_cli("train", "--data-dir", str(empty), "--output-dir", str(output)), "train.tsv"
+        run_main(train.main, "--data-dir", str(empty), "--output-dir", str(output), capsys=capsys),
+        "train.tsv",
     )
     assert not output.exists()
 
@@ -167,7 +178,7 @@ def tiny_sst2(tmp_path_factory):
     return directory
 
 
-def test_pretrain_then_fine_tune_reuses_the_encoder(tiny_sst2, tmp_path):
+def test_pretrain_then_fine_tune_reuses_the_encoder(tiny_sst2, tmp_path, capsys):
     pretrained_dir = tmp_path / "pretrain"
     metadata = pretrain.main(
         ["--quick", "--sst2-dir", str(tiny_sst2), "--output-dir", str(pretrained_dir)] + SMALL
@@ -196,20 +207,22 @@ def test_pretrain_then_fine_tune_reuses_the_encoder(tiny_sst2, tmp_path):
     assert tuned.tokenizer.model_proto == bundle.tokenizer.model_proto
     assert tuned.model.encoder_config() == bundle.model.encoder_config()
     # A masked LM is not a classifier: predict says so in one line.
+    capsys.readouterr()
     assert_one_line_error(
-        run_cli("predict", "--model", str(pretrained_dir / "model"), "a film"),
+        run_main(predict.main, "--model", str(pretrained_dir / "model"), "a film", capsys=capsys),
         "MaskedLM",
         "not a classifier",
     )
     # And a classifier is not a pretrained encoder for --init-from.
     assert_one_line_error(
-        run_cli(
-            "train",
+        run_main(
+            train.main,
             "--quick",
             "--init-from",
             str(tuned_dir / "model"),
             "--output-dir",
             str(tmp_path / "again"),
+            capsys=capsys,
         ),  # fmt: skip
         "not a masked LM",
     )

@@ -111,6 +111,10 @@ def test_native_log_lines_are_recognised():
     assert [is_native_log_line(line) for line in kept] == [False] * len(kept)
 
 
+# The commands' environment as a user's shell would give it (no TensorFlow log setting).
+USER_ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+
 def run_command(args, **kwargs):
     return subprocess.run(
         [sys.executable, "-m", *args],
@@ -118,7 +122,7 @@ def run_command(args, **kwargs):
         capture_output=True,
         text=True,
         timeout=300,
-        env={key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"},
+        env=USER_ENVIRONMENT,
         **kwargs,
     )
 
@@ -178,6 +182,15 @@ RESUME_ARGS = [
 
 def test_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     interrupted = tmp_path / "interrupted"
+    # The uninterrupted run, meanwhile: it shares nothing with the killed one.
+    straight = subprocess.Popen(
+        [sys.executable, "-m", *RESUME_ARGS, "--output-dir", str(tmp_path / "straight")],
+        cwd=REPOSITORY,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=USER_ENVIRONMENT,
+    )
     log = open(tmp_path / "killed.log", "w")
     child = subprocess.Popen(
         [sys.executable, "-m", *RESUME_ARGS, "--output-dir", str(interrupted)],
@@ -200,7 +213,8 @@ def test_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming at epoch 2" in resumed.stdout
     assert not (interrupted / "backup").exists()  # deleted by a finished run
-    straight = run_command([*RESUME_ARGS, "--output-dir", str(tmp_path / "straight")])
+    stdout, stderr = straight.communicate(timeout=300)
+    straight = subprocess.CompletedProcess(straight.args, straight.returncode, stdout, stderr)
     assert straight.returncode == 0, straight.stderr[-2000:]
     assert "resuming" not in straight.stdout
 
