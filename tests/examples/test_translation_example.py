@@ -8,12 +8,29 @@ from examples.translation import train
 from examples.translation import translate as translate_cli
 from examples.translation.translator import translate
 from keras_transformer.saving import load_pretrained
-from tests.saved_model_loader import load_in_fresh_process
+from tests.saved_model_loader import load_all_in_fresh_process
 
 
 @pytest.fixture
 def quick_run(translation_quick_run):
     return translation_quick_run[:2]
+
+
+# Blank lines, and a 2,000-word sentence both cut to their first 128 source tokens.
+SENTENCE = "A dog runs on the beach."
+EDGE_SENTENCES = ["", "   ", SENTENCE, " ".join([SENTENCE] * 400)]
+
+
+@pytest.fixture(scope="module")
+def served(translation_quick_run):
+    """The quick run's SavedModel in a fresh process: the saved samples, the edge sentences."""
+    output = translation_quick_run[0]
+    samples = load_pretrained(output / "model").metadata["samples"]
+    jobs = [
+        ("translate", output / "serving", [sample["source"] for sample in samples]),
+        ("translate", output / "serving", EDGE_SENTENCES),
+    ]
+    return dict(zip(["samples", "edge"], load_all_in_fresh_process(jobs)))
 
 
 def test_quick_run_warns_about_nothing_that_is_not_the_users_concern(translation_quick_run):
@@ -65,12 +82,11 @@ def test_translate_command_reports_a_bad_directory(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: No pretrained directory")
 
 
-def test_serving_export_translates_identically(quick_run):
+def test_serving_export_translates_identically(quick_run, served):
     output, _ = quick_run
     samples = load_pretrained(output / "model").metadata["samples"]
-    served = load_in_fresh_process(output / "serving", [sample["source"] for sample in samples])
-    assert served["batch"] == [sample["translation"] for sample in samples]
-    assert not served["imported_keras_transformer"]
+    assert served["samples"]["batch"] == [sample["translation"] for sample in samples]
+    assert not served["samples"]["imported_keras_transformer"]
 
 
 def test_too_high_min_tokens_per_batch_is_reported(tmp_path, capsys):
@@ -92,12 +108,8 @@ def test_too_high_min_tokens_per_batch_is_reported(tmp_path, capsys):
     assert not any(tmp_path.iterdir())  # nothing written before the inputs are known good
 
 
-def test_translate_command_and_saved_model_agree_on_edge_input(quick_run, capsys):
+def test_translate_command_and_saved_model_agree_on_edge_input(quick_run, served, capsys):
     output, _ = quick_run
-    # Blank lines, and a 2,000-word sentence both cut to their first 128 source tokens.
-    long = " ".join(["A dog runs on the beach."] * 400)
-    sentences = ["", "   ", "A dog runs on the beach.", long]
-    translations = translate_cli.main(["--model", str(output / "model"), *sentences])
+    translations = translate_cli.main(["--model", str(output / "model"), *EDGE_SENTENCES])
     assert translations[:2] == ["", ""] and translations[2] and translations[3]
-    served = load_in_fresh_process(output / "serving", sentences)
-    assert served["batch"] == translations
+    assert served["edge"]["batch"] == translations

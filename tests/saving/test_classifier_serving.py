@@ -8,7 +8,7 @@ from keras_transformer.models import Seq2SeqTransformer, TransformerClassifier, 
 from keras_transformer.saving import export_serving, load_pretrained, save_pretrained
 from keras_transformer.text import SubwordTokenizer
 from keras_transformer.text.classification_dataset import tokenize_for_classification
-from tests.saved_model_loader import classify_in_fresh_process as load_in_fresh_process
+from tests.saved_model_loader import load_all_in_fresh_process
 from tests.saving.serving_probes import probe, run_probes
 
 SENTENCES = [
@@ -87,24 +87,37 @@ def test_pretrained_round_trip(tmp_path, tokenizer):
     assert bundle.metadata["tokenizer_class"] == "SubwordTokenizer"
 
 
+SERVED = [("mean", None), ("cls", None), ("mean", "mixed_bfloat16")]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tokenizer):
+    """`{(pooling, dtype): (model, directory, results)}`: each classifier saved, loaded back
+    and exported (the documented path), the exports called in one fresh process."""
+    exports = {}
+    for pooling, dtype in SERVED:
+        folder = tmp_path_factory.mktemp(f"{pooling}-{dtype}")
+        keras.utils.set_random_seed(1234)  # as a test of its own would start
+        model = tiny_classifier(pooling=pooling, dtype=dtype)
+        save_pretrained(model, folder / "run", tokenizer, metadata={"max_length": MAX_LENGTH})
+        bundle = load_pretrained(folder / "run")
+        directory = export_serving(
+            bundle.model,
+            bundle.tokenizer,
+            folder / "serving",
+            max_length=bundle.metadata["max_length"],
+            head_fraction=HEAD_FRACTION,
+        )
+        exports[pooling, dtype] = model, directory
+    results = load_all_in_fresh_process([("classify", exports[key][1], QUERIES) for key in SERVED])
+    return {key: (*exports[key], result) for key, result in zip(SERVED, results)}
+
+
 @tensorflow_only
-@pytest.mark.parametrize(
-    "pooling, dtype", [("mean", None), ("cls", None), ("mean", "mixed_bfloat16")]
-)
-def test_served_probabilities_equal_the_keras_model(tmp_path, tokenizer, pooling, dtype):
-    model = tiny_classifier(pooling=pooling, dtype=dtype)
-    # The documented path: a saved run, loaded back, then exported.
-    save_pretrained(model, tmp_path / "run", tokenizer, metadata={"max_length": MAX_LENGTH})
-    bundle = load_pretrained(tmp_path / "run")
-    directory = export_serving(
-        bundle.model,
-        bundle.tokenizer,
-        tmp_path / "serving",
-        max_length=bundle.metadata["max_length"],
-        head_fraction=HEAD_FRACTION,
-    )
+@pytest.mark.parametrize("pooling, dtype", SERVED)
+def test_served_probabilities_equal_the_keras_model(served, tokenizer, pooling, dtype):
+    model, directory, served = served[pooling, dtype]
     assert (directory / "saved_model.pb").is_file()
-    served = load_in_fresh_process(directory, QUERIES)
     assert not served["imported_keras_transformer"]
     assert served["outputs"] == ["label", "probabilities"]
     assert served["dtypes"] == {"label": "int32", "probabilities": "float32"}

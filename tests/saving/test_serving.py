@@ -12,7 +12,7 @@ from examples.translation.translator import translate
 from keras_transformer.models import Seq2SeqTransformer, TransformerLM
 from keras_transformer.saving import export_serving
 from tests.harness import without_gc_collect
-from tests.saved_model_loader import load_in_fresh_process
+from tests.saved_model_loader import load_all_in_fresh_process
 from tests.saving.saving_helpers import (
     assert_modes,
     modes,
@@ -49,13 +49,43 @@ def test_other_backends_are_refused(tmp_path, tokenizer):
     assert not (tmp_path / "serving").exists()
 
 
+def _int8_model():
+    model = tiny_model()
+    with without_gc_collect():  # Keras collects garbage after each quantised layer
+        model.quantize("int8")
+    return model
+
+
+# name: (the model, its export's beam size, the queries served). Each model starts from
+# the same seed, as a test of its own would.
+SERVED = {
+    "beam_1": (tiny_model, 1, QUERIES),
+    "beam_3": (tiny_model, 3, QUERIES),
+    "mixed_bfloat16": (lambda: tiny_model(dtype="mixed_bfloat16"), 2, QUERIES[:2]),
+    "int8": (_int8_model, 2, QUERIES),
+}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tokenizer):
+    """`{name: (model, directory, results)}`: SERVED's models exported, and their exports
+    called in one fresh process (see tests/saved_model_loader.py)."""
+    root = tmp_path_factory.mktemp("served")
+    exports = {}
+    for name, (make, beam_size, _) in SERVED.items():
+        keras.utils.set_random_seed(1234)
+        model = make()
+        exports[name] = model, export_serving(model, tokenizer, root / name, beam_size=beam_size)
+    jobs = [("translate", exports[name][1], SERVED[name][2]) for name in SERVED]
+    results = load_all_in_fresh_process(jobs)
+    return {name: (*exports[name], result) for name, result in zip(SERVED, results)}
+
+
 @tensorflow_only
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_served_translations_equal_translate(tmp_path, tokenizer, beam_size):
-    model = tiny_model()
-    directory = export_serving(model, tokenizer, tmp_path / "serving", beam_size=beam_size)
+def test_served_translations_equal_translate(served, tokenizer, beam_size):
+    model, directory, served = served[f"beam_{beam_size}"]
     assert (directory / "saved_model.pb").is_file()
-    served = load_in_fresh_process(directory, QUERIES)
     texts = [query for query in QUERIES if query]
     by_text = dict(zip(texts, translate(model, tokenizer, texts, beam_size=beam_size)))
     expected = [by_text.get(query, "") for query in QUERIES]  # "" translates to "".
@@ -121,27 +151,21 @@ def test_bad_arguments(tmp_path, tokenizer, change, match):
 
 
 @tensorflow_only
-def test_mixed_precision_model_is_served_identically(tmp_path, tokenizer):
-    model = tiny_model(dtype="mixed_bfloat16")
-    directory = export_serving(model, tokenizer, tmp_path / "serving", beam_size=2)
-    served = load_in_fresh_process(directory, QUERIES[:2])
+def test_mixed_precision_model_is_served_identically(served, tokenizer):
+    model, _, served = served["mixed_bfloat16"]
     assert served["batch"] == translate(model, tokenizer, QUERIES[:2], beam_size=2)
 
 
 @tensorflow_only
 @pytest.mark.filterwarnings("ignore:Layer .* does not have a `quantize` method")
-def test_int8_model_is_served_identically(tmp_path, tokenizer):
+def test_int8_model_is_served_identically(served, tokenizer):
     import tensorflow as tf
 
-    model = tiny_model()
-    with without_gc_collect():  # Keras collects garbage after each quantised layer
-        model.quantize("int8")
-    directory = export_serving(model, tokenizer, tmp_path / "serving", beam_size=2)
+    model, directory, served = served["int8"]
     # The SavedModel holds the integer kernels and their scales, not float copies.
     dtypes = tf.train.load_checkpoint(str(directory / "variables" / "variables"))
     dtypes = dtypes.get_variable_to_dtype_map().values()
     assert sum(dtype == tf.int8 for dtype in dtypes) >= 10
-    served = load_in_fresh_process(directory, QUERIES)
     texts = [query for query in QUERIES if query]
     by_text = dict(zip(texts, translate(model, tokenizer, texts, beam_size=2)))
     assert served["batch"] == [by_text.get(query, "") for query in QUERIES]
