@@ -24,6 +24,7 @@ from test_keras_parity import (
 )
 
 from keras_transformer.layers import TransformerEncoderBlock
+from tests.harness import without_gc_collect
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -37,6 +38,12 @@ MODES = pytest.mark.parametrize(
 # Ours and theirs run the same quantised sub-layers in the same order; only the float
 # arithmetic around them (fused kernels, masks) may differ.
 SLACK = 1.05
+
+
+@pytest.fixture(autouse=True)
+def _fast_quantize():
+    with without_gc_collect():
+        yield
 
 
 def _max_error(model, inputs, mode):
