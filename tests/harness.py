@@ -139,7 +139,14 @@ def run_layer_test(
     run_quantization=True,
     expected_num_trainable_weights=None,
     zero_gradient_weights=ZERO_GRADIENT_WEIGHTS,
+    variant=False,
 ):
+    """`variant=True`: another configuration of a class that a `variant=False` call checks
+    in full. It keeps what depends on the configuration (config round trip, shapes, weight
+    count, gradients) and leaves out what the class's full check already shows (`.keras`
+    saving, XLA, the `fit` step, mixed precision, quantisation)."""
+    if variant:
+        run_saving = run_xla = run_training = run_mixed_precision = run_quantization = False
     call_kwargs = call_kwargs or {}
     inputs = _as_inputs(input_data)
 
