@@ -4,6 +4,7 @@ import dataclasses
 
 import keras
 import numpy as np
+import pytest
 
 from keras_transformer.models import (
     MaskedLM,
@@ -121,6 +122,19 @@ CASES = [
     ModelCase("lm", make_lm, lm_data, True),
     ModelCase("masked_lm", make_masked_lm, masked_lm_data, True),
 ]
+
+# The cases a test over every model runs on this backend. TensorFlow, the default, runs all
+# four; JAX and PyTorch run the two whose code can take another path there: the
+# encoder-decoder (every layer class, cross-attention, the tied output projection) and the
+# masked LM (its head gathers the masked positions). The classifier's pooling and the LM's
+# decoder-only stack are checked on every backend where they are computed
+# (test_pooling_values.py, tests/reference/test_invariances.py).
+BACKEND_CASES = (
+    CASES
+    if keras.backend.backend() == "tensorflow"
+    else [case for case in CASES if case.name in ("seq2seq", "masked_lm")]
+)
+BY_NAME = pytest.mark.parametrize("case", BACKEND_CASES, ids=[c.name for c in BACKEND_CASES])
 
 
 def compile_model(model, case, optimizer=None, pad_id=0, **kwargs):

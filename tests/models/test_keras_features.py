@@ -8,7 +8,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
-from model_cases import CASES, EAGER_STEP, compile_model, predict_logits
+from model_cases import BY_NAME, CASES, EAGER_STEP, compile_model, predict_logits
 
 from keras_transformer.saving import load_pretrained, save_pretrained
 from tests.harness import without_gc_collect
@@ -22,7 +22,6 @@ def _fast_quantize():
         yield
 
 
-BY_NAME = pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 # Quantisation error allowed relative to the logits' mean magnitude, for random weights
 # of standard deviation 0.3 (the block-level tests in tests/reference compare with the
 # error Keras's own layers make); the bug this guards against was off by >1,000x.

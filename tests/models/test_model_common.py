@@ -7,11 +7,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from model_cases import CASES, EAGER_STEP, compile_model, predict_logits
+from model_cases import BY_NAME, EAGER_STEP, compile_model, predict_logits
 
 pytestmark = pytest.mark.backend_agnostic
-
-BY_NAME = pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 
 
 @BY_NAME
