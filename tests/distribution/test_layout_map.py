@@ -167,7 +167,7 @@ def test_the_guide_and_ci_run_the_same_multi_device_commands():
     ci = (repository / ".ci" / "run").read_text(encoding="utf-8")
     for command in (
         "XLA_FLAGS=--xla_force_host_platform_device_count=8 KERAS_BACKEND=jax "
-        "python -m pytest -m multi_device",
+        "python -m pytest -n 2 -m multi_device",
         "python -m pytest -m multi_device",
     ):
         assert f"\n{command}\n" in guide
