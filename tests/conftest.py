@@ -10,9 +10,9 @@ if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
         os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
     ).strip()
 
-# Under pytest-xdist each worker is one of the machine's cores' worth of work: PyTorch's
-# OpenMP threads, one per core each, spun on the other workers' cores (the PyTorch tests
-# took 2.5 times as long in two workers as with one thread each).
+# Under pytest-xdist the workers share the cores: PyTorch's OpenMP threads, one per core in
+# every worker, spun on each other's cores (the PyTorch tests took 2.5 times as long in two
+# workers as with one thread each).
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 

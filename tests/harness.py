@@ -19,6 +19,9 @@ It checks, for one layer configuration and one input:
   projection starts as an exact no-op.
   (`tests/reference/test_quantization_parity.py` holds the layers to the error
   Keras core's and keras-hub's own layers make with the same weights.)
+
+A class's further configurations pass `variant=True`: the checks that depend on the
+configuration only (config, shapes, weight count, gradients).
 """
 
 import contextlib
