@@ -133,6 +133,8 @@ def main(argv=None):
     parser.add_argument("--list", action="store_true", help="list the breaks and exit")
     parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers")
     args = parser.parse_args(argv)
+    if args.workers < 0:
+        parser.error(f"--workers must be 0 (one process) or more; got {args.workers}")
     if args.list:
         for name, (what, path, *_) in BREAKS.items():
             print(f"{name:20} {path}: {what}")

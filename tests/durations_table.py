@@ -15,7 +15,7 @@ import collections
 import re
 import sys
 
-STAGES = ["TensorFlow", "JAX", "PyTorch", "JAX, 8 devices", "TensorFlow, 2 devices"]
+STAGES = ["TensorFlow", "JAX", "PyTorch", "JAX 8 devices", "TensorFlow 2 devices"]
 HEADER = re.compile(r"^=+ slowest durations =+$")
 ENTRY = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(\S+?)::(\S.*)$")
 END = re.compile(r"^=+ .*(passed|failed|error).* =+$|^\(\d+ durations < ")
@@ -71,8 +71,11 @@ def main(argv=None):
     parser.add_argument("--names", default=",".join(STAGES), help="the runs' names, in order")
     parser.add_argument("--rows", type=int, default=None, help="the slowest N modules only")
     args = parser.parse_args(argv)
-    with open(args.log, encoding="utf-8", errors="replace") as file:
-        runs = read_runs(file)
+    try:
+        with open(args.log, encoding="utf-8", errors="replace") as file:
+            runs = read_runs(file)
+    except OSError as error:
+        parser.error(f"cannot read {args.log}: {error.strerror}")
     if not runs:
         parser.error(f"{args.log} holds no durations list: run pytest with --durations=0")
     names = args.names.split(",")[: len(runs)]
