@@ -10,6 +10,17 @@ if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
         os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
     ).strip()
 
+# Simulated devices for the `multi_device` tests (tests/distribution), in every test process:
+# JAX reads the device count when it starts, TensorFlow's CPU is split below before it runs an
+# op. Arrays and variables stay on the first device unless a test distributes them.
+JAX_DEVICES, TF_DEVICES = 8, 2
+if os.environ.get("KERAS_BACKEND") == "jax" and "device_count" not in os.environ.get(
+    "XLA_FLAGS", ""
+):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={JAX_DEVICES}"
+    ).strip()
+
 # Under pytest-xdist the workers share the cores: OpenMP threads, one per core in every
 # worker, spun on each other's cores (the PyTorch tests took 2.5 times as long in two
 # workers as with one thread each; the TensorFlow run of the command 640 s against 609 s).
@@ -19,6 +30,14 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf
+
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0],
+        [tf.config.LogicalDeviceConfiguration()] * TF_DEVICES,
+    )
 
 
 @pytest.fixture(autouse=True)

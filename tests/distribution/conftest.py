@@ -1,27 +1,10 @@
-"""Simulated devices for the `multi_device` tests, which run in their own pytest process.
-
-JAX reads `XLA_FLAGS=--xla_force_host_platform_device_count=8` when it starts, so the command
-sets it; TensorFlow's CPU is split into two logical devices here, before TensorFlow runs an
-op, and only when the run selects `-m multi_device`, so the main suite keeps one CPU device.
+"""The `multi_device` tests run on simulated devices, which tests/conftest.py sets up in every
+test process: 8 JAX CPU devices (`XLA_FLAGS=--xla_force_host_platform_device_count=8`, read
+when JAX starts) and TensorFlow's CPU split into 2 logical devices before TensorFlow runs an op.
 """
 
 import keras
 import pytest
-
-TF_DEVICES = 2
-
-
-def pytest_configure(config):
-    if keras.backend.backend() != "tensorflow":
-        return
-    if (config.getoption("markexpr") or "").strip() != "multi_device":
-        return
-    import tensorflow as tf
-
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * TF_DEVICES
-    )
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,8 @@
 """The classification example on 8 simulated JAX devices: batches completed for the mesh.
 
-Runs in its own process with the other `multi_device` tests:
+The devices are tests/conftest.py's (8 when JAX runs the tests):
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 KERAS_BACKEND=jax \
-        python -m pytest -m multi_device
+    KERAS_BACKEND=jax python -m pytest -m multi_device
 
 37 texts in batches of 16 end in a batch of 5, which 8 replicas cannot split: the dataset
 completes it with 3 copies of sample weight 0 (`batch_size_multiple`), and the example's

@@ -1,9 +1,8 @@
 """Training, generation and saving on 8 simulated JAX devices (`keras.distribution`).
 
-Runs in its own process (the device count is fixed when JAX starts):
+The devices are tests/conftest.py's (8 when JAX runs the tests):
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 KERAS_BACKEND=jax \
-        python -m pytest -m multi_device
+    KERAS_BACKEND=jax python -m pytest -m multi_device
 
 Every mesh starts from the one-device model's weights and sees the same batches without
 dropout, so the losses differ only by the order of floating-point sums (all-reduces).

@@ -1,8 +1,6 @@
 """Data-parallel training on 2 logical CPUs with TensorFlow's `MirroredStrategy`.
 
-Runs in its own process (conftest.py splits the CPU before TensorFlow starts):
-
-    python -m pytest -m multi_device
+tests/conftest.py splits the CPU in two before TensorFlow starts.
 
 The batches hold no padding, so each replica averages its loss over as many tokens as the
 others and the mean of the replicas' losses is the one-device loss.
@@ -38,8 +36,8 @@ def two_logical_cpus():
 
     count = len(tf.config.list_logical_devices("CPU"))
     assert count == 2, (
-        f"{count} logical CPU(s): run `python -m pytest -m multi_device`, which splits the CPU "
-        "in two (tests/distribution/conftest.py)"
+        f"{count} logical CPU(s): tests/conftest.py splits the CPU in two when it is imported "
+        "before TensorFlow runs an op"
     )
 
 
