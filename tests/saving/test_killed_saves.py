@@ -1,18 +1,24 @@
 """Saves killed with SIGKILL part-way, and what the next save or load makes of their leftovers.
 
-A child process starts a save over a previous one and pauses at a chosen point (its own
-monkeypatches write a marker file and sleep); the test kills it there, then checks that
-the previous save is whole and byte-for-byte unchanged, and that the next save leaves no
-sibling behind.
+One child process starts a save over a previous one for each scenario in turn and pauses
+at that scenario's point (its own monkeypatches write a marker file and wait). A paused
+process writes nothing, so the folder then is what a SIGKILL there would leave: the test
+copies it, lets the save go on, and kills the child for real after the last scenario, so
+the pid in the copies' leftover names is a dead process's. Each test then checks, on its
+copy, that the previous save is whole and byte-for-byte unchanged, and that the next save
+leaves no sibling behind.
 """
 
+import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from types import SimpleNamespace
 
 import keras
 import numpy as np
@@ -39,109 +45,263 @@ INPUTS = {
     "decoder_token_ids": np.array([[2, 12, 13], [2, 14, 0]], "int32"),
 }
 QUERY = "A man rides a bike."
+PAUSE_DEADLINE_S = 120
 
 tensorflow_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="SavedModel export needs TensorFlow"
 )
 
-# argv: saver ("pretrained" or "serving"), pause point, target, marker, tokenizer dir.
+PRETRAINED_POINTS = ["writing", "between_renames", "after_exchange"]
+SERVING_POINTS = ["writing", "between_renames"]
+# In the child's order: the pretrained saves first, they need no tracing.
+SCENARIOS = [("pretrained", point) for point in PRETRAINED_POINTS] + [
+    ("serving", point) for point in SERVING_POINTS
+]
+FOLDER = {"pretrained": "models", "serving": "exports"}
+SIGNAL_FILES = ("paused", "go", "failed")
+
+# argv: the plan, JSON: the tokenizer directory, the start file, and per scenario its
+# saver ("pretrained" or "serving"), pause point, target and paused / go / failed files.
 CHILD_SCRIPT = textwrap.dedent(
     """
-    import os, pathlib, shutil, sys, time
+    import contextlib, json, os, pathlib, shutil, sys, time, traceback
 
-    saver, point, target, marker, tokenizer_dir = sys.argv[1:6]
-    target = pathlib.Path(target)
+    plan = json.loads(sys.argv[1])
 
     import keras
     from keras_transformer.models import Seq2SeqTransformer
     from keras_transformer.saving import atomic, export_serving, save_pretrained
     from keras_transformer.text import SubwordTokenizer
 
-    def pause():
-        pathlib.Path(marker).write_text(str(os.getpid()))
-        time.sleep(600)  # Until the test kills this process.
+    def wait_for(path):
+        # Bounded, so that a child whose test process died does not stay behind for good.
+        deadline = time.monotonic() + 600
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                sys.exit(f"{path} never came")
+            time.sleep(0.05)
 
-    def is_staging(path):
-        return os.path.basename(str(path)).startswith(f".{target.name}.{kind}-")
+    def run(saver, point, target, paused, go, failed):
+        target = pathlib.Path(target)
+        kind = "saving" if saver == "pretrained" else "exporting"
 
-    kind = "saving" if saver == "pretrained" else "exporting"
-    keras.utils.set_random_seed(99)  # Other weights than the previous save's.
+        def pause():
+            pathlib.Path(paused).write_text(str(os.getpid()))
+            wait_for(go)  # The test copies the folder, then lets the save go on.
+
+        def is_staging(path):
+            return os.path.basename(str(path)).startswith(f".{target.name}.{kind}-")
+
+        with contextlib.ExitStack() as undo:  # This scenario's patches only.
+            if point == "writing" and saver == "pretrained":
+                save_weights = model.save_weights
+
+                def paused_save_weights(*args, **kwargs):
+                    save_weights(*args, **kwargs)
+                    pause()
+
+                model.save_weights = paused_save_weights
+                undo.callback(setattr, model, "save_weights", save_weights)
+            elif point == "writing":
+                archive_class = type(keras.export.ExportArchive())
+                write_out = archive_class.write_out
+
+                def paused_write_out(self, *args, **kwargs):
+                    write_out(self, *args, **kwargs)
+                    pause()
+
+                archive_class.write_out = paused_write_out
+                undo.callback(setattr, archive_class, "write_out", write_out)
+            elif point == "between_renames":
+                # The two-rename path of systems without renameat2.
+                undo.callback(setattr, atomic, "CAN_EXCHANGE", atomic.CAN_EXCHANGE)
+                atomic.CAN_EXCHANGE = False
+                rename = os.rename
+
+                def paused_rename(source, destination):
+                    if is_staging(source):  # The previous save is retired by now.
+                        pause()
+                    rename(source, destination)
+
+                os.rename = paused_rename
+                undo.callback(setattr, os, "rename", rename)
+            elif point == "after_exchange":
+                rmtree = shutil.rmtree
+
+                def paused_rmtree(path, *args, **kwargs):
+                    if is_staging(path):  # It holds the previous save now.
+                        pause()
+                    rmtree(path, *args, **kwargs)
+
+                shutil.rmtree = paused_rmtree
+                undo.callback(setattr, shutil, "rmtree", rmtree)
+            if saver == "pretrained":
+                save_pretrained(model, target, tokenizer)
+            else:
+                export_serving(model, tokenizer, target, beam_size=1)
+        if not os.path.exists(paused):
+            raise RuntimeError("the save finished without pausing")
+
+    keras.utils.set_random_seed(99)  # Other weights than the previous saves'.
     model = Seq2SeqTransformer(
         80, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
         intermediate_dim=32,
     )
-    tokenizer = SubwordTokenizer.load(tokenizer_dir)
-    if point == "writing" and saver == "pretrained":
-        save_weights = model.save_weights
-
-        def paused_save_weights(*args, **kwargs):
-            save_weights(*args, **kwargs)
-            pause()
-
-        model.save_weights = paused_save_weights
-    elif point == "writing":
-        archive_class = type(keras.export.ExportArchive())
-        write_out = archive_class.write_out
-
-        def paused_write_out(self, *args, **kwargs):
-            write_out(self, *args, **kwargs)
-            pause()
-
-        archive_class.write_out = paused_write_out
-    elif point == "between_renames":
-        atomic.CAN_EXCHANGE = False  # The two-rename path of systems without renameat2.
-        rename = os.rename
-
-        def paused_rename(source, destination):
-            if is_staging(source):  # The previous save is retired by now.
-                pause()
-            rename(source, destination)
-
-        os.rename = paused_rename
-    elif point == "after_exchange":
-        rmtree = shutil.rmtree
-
-        def paused_rmtree(path, *args, **kwargs):
-            if is_staging(path):  # It holds the previous save now.
-                pause()
-            rmtree(path, *args, **kwargs)
-
-        shutil.rmtree = paused_rmtree
-    if saver == "pretrained":
-        save_pretrained(model, target, tokenizer)
-    else:
-        export_serving(model, tokenizer, target, beam_size=1)
-    sys.exit("the save finished without pausing")
+    tokenizer = SubwordTokenizer.load(plan["tokenizer"])
+    wait_for(plan["start"])  # The previous saves are made while this process imports.
+    for scenario in plan["scenarios"]:
+        try:
+            run(**scenario)
+        except Exception:
+            # The test goes on to the next scenario: each one fails on its own.
+            message = traceback.format_exc()
+            print(message, file=sys.stderr, flush=True)
+            pathlib.Path(scenario["failed"] + ".part").write_text(message)
+            os.replace(scenario["failed"] + ".part", scenario["failed"])
+    time.sleep(600)  # Until the test kills this process.
+    sys.exit("never killed")
     """
 )
 
 
-def kill_while_saving(saver, point, target, tokenizer_dir):
-    """Starts the child's save over `target`, kills it at `point`; returns the child's pid."""
-    marker = target.parent.parent / "paused"
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD_SCRIPT, saver, point, str(target), str(marker)]
-        + [str(tokenizer_dir)],
-        cwd=REPOSITORY,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+def selected_scenarios(request):
+    """The scenarios of the tests that run: `-k` or a test id may pick a few of them."""
+    saver_of = {
+        "test_killed_save_pretrained": "pretrained",
+        "test_killed_export_serving": "serving",
+    }
+    picked = {
+        (saver_of[item.originalname], item.callspec.params["point"])
+        for item in request.session.items
+        if item.module is request.module and item.originalname in saver_of
+    }
+    if keras.backend.backend() != "tensorflow":
+        picked = {(saver, point) for saver, point in picked if saver != "serving"}
+    return [scenario for scenario in SCENARIOS if scenario in picked]
+
+
+@pytest.fixture(scope="module")
+def previous_pretrained(tmp_path_factory, tokenizer):
+    """The save each pretrained scenario saves over: made once, copied byte for byte."""
+    keras.utils.set_random_seed(1234)
+    model = tiny_model()
+    target = tmp_path_factory.mktemp("previous") / "run"
+    save_pretrained(model, target, tokenizer, metadata={"version": 1})
+    return SimpleNamespace(
+        target=target, hashes=file_hashes(target), outputs=np.asarray(model(INPUTS))
     )
+
+
+@pytest.fixture(scope="module")
+def previous_export(tmp_path_factory, tokenizer):
+    """The SavedModel each serving scenario exports over: made once, copied byte for byte."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(1234)
+    target = tmp_path_factory.mktemp("previous") / "run"
+    export_serving(tiny_model(), tokenizer, target, beam_size=1)
+    loaded = tf.saved_model.load(str(target))  # Kept while serving: its variables die with it.
+    translation = loaded.serve(tf.constant([QUERY]))["translations"].numpy().tolist()
+    return SimpleNamespace(target=target, hashes=file_hashes(target), translation=translation)
+
+
+class KilledSaves:
+    """The folders as the child left them paused at each scenario's point, and its end."""
+
+    def __init__(self, stderr_path):
+        self.snapshots = {}  # (saver, point) -> the copied folder
+        self.failures = {}  # (saver, point) -> why there is no copy
+        self.pid = None
+        self.returncode = None
+        self.stderr_path = stderr_path
+
+    @property
+    def stderr(self):
+        text = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+        return f"the child's stderr: {text[-3000:]}"
+
+    def restore(self, saver, point, tmp_path):
+        """Copies the scenario's folder into `tmp_path`, as it was; returns the copy."""
+        if (saver, point) not in self.snapshots:
+            reason = self.failures.get((saver, point), "the scenario was not run")
+            pytest.fail(f"no {saver} save paused at {point}: {reason}\n{self.stderr}")
+        folder = tmp_path / FOLDER[saver]
+        shutil.copytree(self.snapshots[saver, point], folder, symlinks=True)
+        return folder
+
+
+def wait_for_pause(child, paused, failed):
+    """`None` once the child is paused, else why it is not."""
+    deadline = time.monotonic() + PAUSE_DEADLINE_S
+    while not paused.exists():
+        if failed.exists():
+            return f"the save failed in the child: {failed.read_text()[-3000:]}"
+        if child.poll() is not None:
+            return f"the child ended (code {child.returncode}) before pausing"
+        if time.monotonic() > deadline:
+            return f"the child never reached the pause in {PAUSE_DEADLINE_S} s"
+        time.sleep(0.05)
+    return None
+
+
+@pytest.fixture(scope="module")
+def killed_saves(request, tmp_path_factory, tokenizer):
+    """Runs every selected scenario in one child process, which is SIGKILLed at the end."""
+    scenarios = selected_scenarios(request)
+    root = tmp_path_factory.mktemp("killed_saves")
+    control = root / "control"  # Outside the saves' folders: no extra names in them.
+    control.mkdir()
+    tokenizer.save(root / "tokenizer")
+    plan = {"tokenizer": str(root / "tokenizer"), "start": str(control / "start")}
+    plan["scenarios"] = [
+        {
+            "saver": saver,
+            "point": point,
+            "target": str(root / f"{saver}-{point}" / FOLDER[saver] / "run"),
+            **{name: str(control / f"{saver}-{point}.{name}") for name in SIGNAL_FILES},
+        }
+        for saver, point in scenarios
+    ]
+    result = KilledSaves(root / "child-stderr.txt")
+    with open(result.stderr_path, "w") as stderr:  # A file: a full pipe would block the child.
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD_SCRIPT, json.dumps(plan)],
+            cwd=REPOSITORY,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    result.pid = child.pid
     try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():
-            if child.poll() is not None:
-                pytest.fail(f"the child ended before pausing: {child.stderr.read()[-3000:]}")
-            assert time.monotonic() < deadline, "the child never reached the pause"
-            time.sleep(0.05)
+        # Made while the child imports TensorFlow; each scenario saves over a copy.
+        for scenario in plan["scenarios"]:
+            pretrained = scenario["saver"] == "pretrained"
+            fixture = "previous_pretrained" if pretrained else "previous_export"
+            previous = request.getfixturevalue(fixture)
+            shutil.copytree(previous.target, scenario["target"], symlinks=True)
+        pathlib.Path(plan["start"]).touch()
+        for index, ((saver, point), scenario) in enumerate(zip(scenarios, plan["scenarios"])):
+            paused, failed = pathlib.Path(scenario["paused"]), pathlib.Path(scenario["failed"])
+            reason = wait_for_pause(child, paused, failed)
+            if reason is not None and failed.exists():
+                result.failures[saver, point] = reason  # The child goes on to the next one.
+                continue
+            if reason is not None:  # Dead or stuck: no later scenario can run either.
+                for later in scenarios[index:]:
+                    result.failures[later] = f"at {saver} {point}, {reason}"
+                break
+            folder = pathlib.Path(scenario["target"]).parent
+            snapshot = root / "snapshots" / f"{saver}-{point}"
+            shutil.copytree(folder, snapshot, symlinks=True)
+            result.snapshots[saver, point] = snapshot
+            if index < len(scenarios) - 1:  # The last one ends with the kill, still paused.
+                pathlib.Path(scenario["go"]).touch()
         child.send_signal(signal.SIGKILL)
     finally:
         child.kill()
-        child.wait()  # Reaped: its pid is no longer a live process's.
-        child.stderr.close()
-    assert child.returncode == -signal.SIGKILL
-    return child.pid
+        child.wait(timeout=60)  # Reaped: its pid is no longer a live process's.
+    result.returncode = child.returncode
+    return result
 
 
 def leftovers(parent):
@@ -165,16 +325,13 @@ def assert_left_by_the_kill(parent, point, kind, pid):
         assert len(matches) == 1, (entry, names)
 
 
-@pytest.mark.parametrize("point", ["writing", "between_renames", "after_exchange"])
-def test_killed_save_pretrained(tmp_path, tokenizer, point):
-    parent = tmp_path / "models"
+@pytest.mark.parametrize("point", PRETRAINED_POINTS)
+def test_killed_save_pretrained(tmp_path, tokenizer, killed_saves, previous_pretrained, point):
+    parent = killed_saves.restore("pretrained", point, tmp_path)
     target = parent / "run"
-    previous = tiny_model()
-    save_pretrained(previous, target, tokenizer, metadata={"version": 1})
-    hashes = file_hashes(target)
-    outputs = np.asarray(previous(INPUTS))
-    pid = kill_while_saving("pretrained", point, target, target / "tokenizer")
-    assert_left_by_the_kill(parent, point, "saving", pid)
+    hashes, outputs = previous_pretrained.hashes, previous_pretrained.outputs
+    assert killed_saves.returncode == -signal.SIGKILL, killed_saves.stderr
+    assert_left_by_the_kill(parent, point, "saving", killed_saves.pid)
 
     bundle = load_pretrained(target)  # Puts back a retired save; reads only otherwise.
     if point == "after_exchange":
@@ -193,20 +350,15 @@ def test_killed_save_pretrained(tmp_path, tokenizer, point):
 
 
 @tensorflow_only
-@pytest.mark.parametrize("point", ["writing", "between_renames"])
-def test_killed_export_serving(tmp_path, tokenizer, point):
+@pytest.mark.parametrize("point", SERVING_POINTS)
+def test_killed_export_serving(tmp_path, tokenizer, killed_saves, previous_export, point):
     import tensorflow as tf
 
-    parent = tmp_path / "exports"
+    parent = killed_saves.restore("serving", point, tmp_path)
     target = parent / "run"
-    tokenizer_dir = tmp_path / "tokenizer"
-    tokenizer.save(tokenizer_dir)
-    export_serving(tiny_model(), tokenizer, target, beam_size=1)
-    hashes = file_hashes(target)
-    loaded = tf.saved_model.load(str(target))  # Kept: its variables die with it.
-    translation = loaded.serve(tf.constant([QUERY]))["translations"]
-    pid = kill_while_saving("serving", point, target, tokenizer_dir)
-    assert_left_by_the_kill(parent, point, "exporting", pid)
+    hashes, translation = previous_export.hashes, previous_export.translation
+    assert killed_saves.returncode == -signal.SIGKILL, killed_saves.stderr
+    assert_left_by_the_kill(parent, point, "exporting", killed_saves.pid)
 
     # What the next export does first; `tf.saved_model.load` cannot do it.
     assert recover_directory(target) == (point == "between_renames")
@@ -214,8 +366,8 @@ def test_killed_export_serving(tmp_path, tokenizer, point):
     assert file_hashes(target) == hashes
     loaded = tf.saved_model.load(str(target))
     served = loaded.serve(tf.constant([QUERY]))["translations"]
-    assert served.numpy().tolist() == translation.numpy().tolist()
-    assert len(translation.numpy()[0]) > 0
+    assert served.numpy().tolist() == translation
+    assert len(translation[0]) > 0
 
     export_serving(tiny_model(), tokenizer, target, beam_size=1)
     assert leftovers(parent) == ["run"]
