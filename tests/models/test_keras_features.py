@@ -1,9 +1,6 @@
 """Keras 3's own features on every model class: `quantize`, LoRA and `export`."""
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -12,6 +9,7 @@ from model_cases import BY_NAME, CASES, EAGER_STEP, compile_model, predict_logit
 
 from keras_transformer.saving import load_pretrained, save_pretrained
 from tests.harness import without_gc_collect
+from tests.serving_helper import ask
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -137,36 +135,13 @@ def test_quantized_model_with_lora(case, rng):
     np.testing.assert_array_equal(predict_logits(model, x), quantized)
 
 
-CHECK_EXPORTS = textwrap.dedent(
-    """
-    import json, sys
-    import numpy as np
-    import onnxruntime
-    import tensorflow as tf
-
-    results = {}
-    for name, (directory, onnx_file, inputs_file, expected_file) in json.loads(sys.argv[1]).items():
-        inputs = dict(np.load(inputs_file))
-        expected = np.load(expected_file)
-        served = tf.saved_model.load(directory)
-        saved = served.serve(inputs).numpy()
-        session = onnxruntime.InferenceSession(onnx_file)
-        onnx = session.run(None, {i.name: inputs[i.name] for i in session.get_inputs()})[0]
-        results[name] = [float(np.max(np.abs(saved - expected))),
-                         float(np.max(np.abs(onnx - expected)))]
-    print(json.dumps(results))
-    """
-)
-
-
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",
     reason="SavedModel and ONNX export run through TensorFlow here (see docs/keras_features.md)",
 )
-def test_export_saved_model_and_onnx_match_keras_in_a_fresh_process(rng, tmp_path):
+def test_export_saved_model_and_onnx_match_keras_in_a_process_without_this_library(rng, tmp_path):
     pytest.importorskip("tf2onnx")
     pytest.importorskip("onnxruntime")
-    import json
 
     jobs = {}
     for case in CASES:
@@ -185,15 +160,10 @@ def test_export_saved_model_and_onnx_match_keras_in_a_fresh_process(rng, tmp_pat
             str(folder / "inputs.npz"),
             str(folder / "expected.npy"),
         ]
-    result = subprocess.run(
-        [sys.executable, "-c", CHECK_EXPORTS, json.dumps(jobs)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    errors = json.loads(result.stdout.strip().splitlines()[-1])
+    # Loaded and run by the serving helper: TensorFlow and onnxruntime, no keras.
+    answer = ask("check_exports", jobs=jobs)
+    assert not answer["imported_keras_transformer"]
+    errors = answer["result"]
     assert set(errors) == {case.name for case in CASES}
     for name, (saved, onnx) in errors.items():
         assert saved <= 1e-5 and onnx <= 1e-5, (name, saved, onnx)
