@@ -21,11 +21,13 @@ if os.environ.get("KERAS_BACKEND") == "jax" and "device_count" not in os.environ
         os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={JAX_DEVICES}"
     ).strip()
 
-# Under pytest-xdist the workers share the cores: OpenMP threads, one per core in every
-# worker, spun on each other's cores (the PyTorch tests took 2.5 times as long in two
-# workers as with one thread each; the TensorFlow run of the command 640 s against 609 s).
+# Under pytest-xdist the workers share the cores: OpenMP threads and TensorFlow's thread
+# pools, one thread per core in every worker, spun on each other's cores (the PyTorch tests
+# took 2.5 times as long in two workers as with one thread each; tests/models and
+# tests/saving on TensorFlow 5-10% longer). The processes the tests start inherit it.
 if "PYTEST_XDIST_WORKER" in os.environ:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    for variable in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        os.environ.setdefault(variable, "1")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

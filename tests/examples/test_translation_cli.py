@@ -173,7 +173,7 @@ def weights_of(path):
 
 
 RESUME_ARGS = [
-    "examples.translation.train", "--quick", "--train-pairs", "600", "--eval-pairs", "1",
+    "examples.translation.train", "--quick", "--train-pairs", "300", "--eval-pairs", "1",
     "--epochs", "2", "--vocabulary-size", "400", "--tokens-per-batch", "256",
     "--num-layers", "1", "--hidden-dim", "32", "--intermediate-dim", "64", "--num-heads", "2",
     "--beam-size", "1", "--average-checkpoints", "2", "--precision", "float32",
@@ -203,7 +203,7 @@ def test_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     while "Epoch 2/2" not in (tmp_path / "killed.log").read_text():
         assert child.poll() is None and time.time() < deadline, "the run ended before epoch 2"
         time.sleep(0.02)
-    # At once: epoch 2's ~130 batches take a second or more even on a fast machine.
+    # At once: epoch 2's ~65 batches take about a second on a 2-core machine.
     child.send_signal(signal.SIGKILL)
     child.wait()
     log.close()
