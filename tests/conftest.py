@@ -29,22 +29,32 @@ if "PYTEST_XDIST_WORKER" in os.environ:
     for variable in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         os.environ.setdefault(variable, "1")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-if keras.backend.backend() == "tensorflow":
-    import tensorflow as tf
 
-    tf.config.set_logical_device_configuration(
-        tf.config.list_physical_devices("CPU")[0],
-        [tf.config.LogicalDeviceConfiguration()] * TF_DEVICES,
-    )
+def pytest_configure(config):
+    # pytest-xdist's controller process runs no test: importing Keras there (and with it
+    # TensorFlow, JAX or PyTorch, ~5-10 s) would only delay the workers' start.
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and config.getoption("numprocesses", None):
+        return
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # Before any test module runs a TensorFlow op (test modules are imported later).
+        tf.config.set_logical_device_configuration(
+            tf.config.list_physical_devices("CPU")[0],
+            [tf.config.LogicalDeviceConfiguration()] * TF_DEVICES,
+        )
 
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     """Each test starts with float32, fixed seeds and no leftover global state."""
+    import keras
+
     keras.config.set_dtype_policy("float32")
     keras.utils.set_random_seed(1234)
     yield

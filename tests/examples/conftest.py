@@ -31,6 +31,11 @@ def translation_quick_run(tmp_path_factory):
         "--tokens-per-batch", "1024",
         "--beam-size", "2",
         "--average-checkpoints", "2",
+        # One layer each side, 64 wide: the tests read what the run writes, not its BLEU.
+        "--num-layers", "1",
+        "--hidden-dim", "64",
+        "--intermediate-dim", "128",
+        "--num-heads", "2",
         "--output-dir", str(output),
         # A model this undertrained has near-ties between tokens; bfloat16 rounding in the
         # XLA (saved samples) and graph (SavedModel) programs can break them differently.
@@ -51,7 +56,7 @@ def translation_quick_run(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def classification_quick_run(tmp_path_factory):
-    """SST-2 from scratch on 12,000 training phrases, 3 epochs (~30 s): `(output_dir, scores)`."""
+    """SST-2 from scratch on 12,000 training phrases, 3 epochs: `(output_dir, scores)`."""
     from examples.text_classification import train
 
     output = tmp_path_factory.mktemp("sst2")
