@@ -5,6 +5,7 @@ README's commands (`runs/multi30k-quick`, `runs/sst2-quick` and `runs/pretrain` 
 small runs of `conftest.py`), or named below with the reason it cannot run in a test.
 """
 
+import importlib
 import os
 import pathlib
 import re
@@ -25,6 +26,12 @@ RESULTS = [
 NOT_RUN = {
     "BertBackbone.from_preset": "downloads weights: these machines have no network",
     "--imdb-dir DIR": "the full IMDB runs (16 min and more); IMDB is not shipped",
+}
+# Commands whose README lines run in this process (through their `main`), each with the test
+# that runs the command in a fresh process as a user does: a new interpreter costs seconds.
+RUN_IN_THIS_PROCESS = {
+    "examples.text_classification.predict": "test_text_classification_example.py::"
+    "test_predict_command_reads_arguments_files_and_stdin",
 }
 # Decimal numbers in the README that are not results: the arXiv id, Python's version, the
 # beam search's length penalty setting.
@@ -117,11 +124,17 @@ def test_python_snippet_runs(block, readme_folder, monkeypatch):
     [b for b in blocks()[1:] if b[0] == "bash" and reason_not_run(b[1]) is None],
     ids=block_id,
 )
-def test_shell_snippet_runs(block, readme_folder):
+def test_shell_snippet_runs(block, readme_folder, monkeypatch, capsys):
     commands = [line for line in block[1].splitlines() if line.startswith("python -m examples.")]
     assert commands, block
     for command in commands:
         arguments = shlex.split(command, comments=True)  # python -m MODULE ARGS...
+        if arguments[2] in RUN_IN_THIS_PROCESS:
+            monkeypatch.chdir(readme_folder)
+            capsys.readouterr()
+            importlib.import_module(arguments[2]).main(arguments[3:])
+            assert capsys.readouterr().out.strip(), command
+            continue
         result = subprocess.run(
             [sys.executable, *arguments[1:]],
             cwd=readme_folder,
