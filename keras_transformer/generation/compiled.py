@@ -11,6 +11,8 @@ import weakref
 
 import keras
 
+from keras_transformer.ops.backend_paths import compile_function
+
 # model -> {static configuration: CompiledFunction}; weak, so models can be freed.
 _REGISTRY = weakref.WeakKeyDictionary()
 
@@ -74,37 +76,16 @@ class CompiledFunction:
         self.trace_count = 0
         self._model_ref = weakref.ref(model)
         self._fn = fn
-        backend = keras.backend.backend()
-        if backend == "tensorflow":
-            import tensorflow as tf
+        self._call = compile_function(
+            self._run, self._traced, self._traced_stateless, self._current_state, jit_compile
+        )
 
-            self._call = tf.function(
-                self._traced, jit_compile=jit_compile, autograph=False, reduce_retracing=False
-            )
-        elif backend == "jax" and jit_compile:
-            import jax
-
-            jitted = jax.jit(self._traced_stateless)
-
-            def call(*args):
-                model = self._model_ref()
-                state = (
-                    [v.value for v in model.trainable_variables],
-                    [v.value for v in model.non_trainable_variables],
-                )
-                return jitted(state, *args)
-
-            self._call = call
-        elif backend == "torch":
-            import torch
-
-            def call(*args):
-                with torch.no_grad():
-                    return self._run(*args)
-
-            self._call = call
-        else:
-            self._call = self._run
+    def _current_state(self):
+        model = self._model_ref()
+        return (
+            [v.value for v in model.trainable_variables],
+            [v.value for v in model.non_trainable_variables],
+        )
 
     def _run(self, *args):
         return self._fn(self._model_ref(), *args)

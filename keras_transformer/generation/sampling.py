@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.ops.backend_paths import stateless_seed_dtype
+
 _NEG_INF = float("-inf")
 
 
@@ -22,16 +24,11 @@ class _StepSeed(keras.random.SeedGenerator):
         return self._seed
 
 
-def _seed_dtype():
-    # TensorFlow's stateless ops want int32 seeds under XLA; JAX wants uint32 key data.
-    return "int32" if keras.backend.backend() == "tensorflow" else "uint32"
-
-
 def step_seed(seed, index):
     """The seed of decoding step `index`, from the `(2,)` int32 base `seed`."""
     seed = ops.cast(seed, "int32")
     offset = ops.stack([ops.zeros((), "int32"), ops.cast(index, "int32")])
-    return _StepSeed(ops.cast(seed + offset, _seed_dtype()))
+    return _StepSeed(ops.cast(seed + offset, stateless_seed_dtype()))
 
 
 def greedy_choice(logits):

@@ -1,5 +1,6 @@
 import keras
 
+from keras_transformer.ops.backend_paths import layer_norm_gradient_written_out
 from keras_transformer.ops.layer_norm import layer_normalization
 
 
@@ -34,7 +35,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
     def call(self, inputs):
         last_axis_only = self.axis in (-1, len(inputs.shape) - 1, [-1], [len(inputs.shape) - 1])
         if (
-            keras.backend.backend() == "tensorflow"
+            layer_norm_gradient_written_out()
             and last_axis_only
             and self.scale
             and self.center

@@ -2,9 +2,9 @@
 
 import math
 
-import keras
 from keras import ops
 
+from keras_transformer.ops.backend_paths import fused_attention_pays
 from keras_transformer.ops.dropout import dropout as dropout_op
 from keras_transformer.ops.masks import causal_mask, check_mask_shape, merge_masks
 
@@ -24,28 +24,6 @@ def _as_rank4_mask(mask):
     if rank == 4:
         return mask
     raise ValueError(f"`mask` must have rank 2, 3 or 4. Received: mask.shape={mask.shape}.")
-
-
-def _fused_kernel_supports(dtype):
-    """Whether `keras.ops.dot_product_attention` compiles for `dtype` on this backend.
-
-    JAX's fused attention asks for float16 x float16 -> float32 dot products, which
-    XLA's CPU backend rejects under `jit`; the explicit path computes the same thing.
-    """
-    if keras.backend.backend() != "jax" or keras.backend.standardize_dtype(dtype) != "float16":
-        return True
-    return not keras.distribution.list_devices()[0].lower().startswith("cpu")
-
-
-def _fused_kernel_pays():
-    """Whether `keras.ops.dot_product_attention` beats the explicit path here.
-
-    TensorFlow has no fused attention kernel: Keras's op runs einsums with extra
-    casts there, and a training step of one bfloat16 attention (batch 227, 18
-    tokens, 4 heads of 64) took 7.5 ms through it against 5.0 ms through the
-    explicit path below. JAX (cuDNN / XLA) and PyTorch (SDPA) have real kernels.
-    """
-    return keras.backend.backend() != "tensorflow"
 
 
 def _check_inputs(query, key, value):
@@ -140,6 +118,7 @@ def scaled_dot_product_attention(
     A batch of one, three positions, two heads of size 4. Each row of the
     causal scores sums to one, and position 0 only sees itself:
 
+    >>> import keras
     >>> q = keras.random.normal((1, 3, 2, 4), seed=0)
     >>> values, scores = scaled_dot_product_attention(
     ...     q, q, q, is_causal=True, return_attention_scores=True
@@ -187,9 +166,7 @@ def scaled_dot_product_attention(
     dropout_active = bool(training) and dropout > 0.0
     # JAX's fused kernel (and Keras' fallback for it) wants the value's head size equal to
     # the query's; a value of another size takes the explicit path.
-    fusable = (
-        value.shape[-1] == head_dim and _fused_kernel_supports(query.dtype) and _fused_kernel_pays()
-    )
+    fusable = value.shape[-1] == head_dim and fused_attention_pays(query.dtype)
     if not dropout_active and not return_attention_scores and fusable:
         outputs = ops.dot_product_attention(
             query, key, value, mask=mask, scale=scale, flash_attention=flash_attention

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.ops.backend_paths import dropout_draws_bit_pairs
+
 # Keeping an element when its 16 random bits reach `round(rate * 2**16)` realises `rate`
 # to within 2**-17 (0.2 becomes 0.199997).
 _LEVELS = 1 << 16
@@ -39,7 +41,7 @@ def dropout(x, rate, seed=None):
         )
     if rate == 0:
         return x
-    if keras.backend.backend() != "tensorflow" or len(x.shape) == 0:
+    if not dropout_draws_bit_pairs() or len(x.shape) == 0:
         return keras.random.dropout(x, rate, seed=seed)
     shape = ops.shape(x)
     last = x.shape[-1] if x.shape[-1] is not None else shape[-1]

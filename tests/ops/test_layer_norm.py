@@ -90,8 +90,14 @@ def test_bfloat16_inputs_are_normalised_in_float32_and_returned_in_bfloat16():
     )
 
 
+@pytest.mark.parametrize("written_out", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
-def test_layer_equals_keras_layer_with_the_same_weights(dtype):
+def test_layer_equals_keras_layer_with_the_same_weights(dtype, written_out, monkeypatch):
+    # Both gradients, forced on whichever backend runs: the written-out one and Keras's.
+    monkeypatch.setattr(
+        "keras_transformer.layers.layer_normalization.layer_norm_gradient_written_out",
+        lambda: written_out,
+    )
     rng = np.random.default_rng(1)
     x = rng.normal(size=(3, 4, 8)).astype("float32")
     ours = LayerNormalization(epsilon=1e-6, dtype=dtype)
