@@ -31,6 +31,10 @@ ALLOWED = {
 }
 
 
+# Top-level modules that import nothing from the package, so every subpackage may use them.
+LEAVES = {"version", "compat"}
+
+
 def imported_modules(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
@@ -50,12 +54,12 @@ def test_imports_flow_one_way(subpackage):
             parts = module.split(".")
             if parts[0] == "examples":
                 pytest.fail(f"{path} imports examples/")
-            if parts[0] == "keras_transformer" and len(parts) > 1 and parts[1] != "version":
+            if parts[0] == "keras_transformer" and len(parts) > 1 and parts[1] not in LEAVES:
                 assert parts[1] in ALLOWED[subpackage], f"{path} imports {module}"
 
 
-# Device detection and compiled generation need the backend itself; nothing else does.
-BACKEND_IMPORTS_ALLOWED = ("models/factory.py", "generation/")
+# Device detection and the backend's own compiler need the backend itself; nothing else does.
+BACKEND_IMPORTS_ALLOWED = ("models/factory.py", "ops/backend_paths.py")
 
 
 def test_layers_use_keras_ops_not_tensorflow():
@@ -68,6 +72,55 @@ def test_layers_use_keras_ops_not_tensorflow():
                 assert module.split(".")[0] not in ("tensorflow", "jax", "torch"), (
                     f"{relative} imports {module}"
                 )
+
+
+def test_leaves_import_nothing_from_the_package():
+    for leaf in LEAVES:
+        for module in imported_modules(PACKAGE / f"{leaf}.py"):
+            assert not module.startswith("keras_transformer"), f"{leaf}.py imports {module}"
+
+
+PRIVATE_MODULES = ("keras.src", "tensorflow.python", "tensorflow_text.python")
+
+
+def test_only_compat_imports_private_modules():
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative == "compat.py":
+            continue
+        for module in imported_modules(path):
+            assert not module.startswith(PRIVATE_MODULES), f"{relative} imports {module}"
+
+
+def test_only_compat_reads_other_objects_private_attributes():
+    # `obj._name` on anything but `self` / `cls`: another object's internals.
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative == "compat.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                pytest.fail(f"{relative}:{node.lineno} reads {ast.unparse(node)}")
+
+
+# Saving, distribution and the factory's device choice may ask which backend runs; the
+# numerics ask `ops/backend_paths.py`.
+BACKEND_QUERIES_ALLOWED = ("ops/backend_paths.py", "models/factory.py", "saving/", "distribution/")
+
+
+def test_only_backend_paths_asks_which_backend_runs_the_numerics():
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith(BACKEND_QUERIES_ALLOWED):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("backend.backend"):
+                pytest.fail(f"{relative}:{node.lineno} asks keras.backend.backend()")
 
 
 def test_version():

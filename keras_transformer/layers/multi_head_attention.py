@@ -261,6 +261,22 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             ops.reshape(v, (batch_size, length, heads[2], dims[2])),
         )
 
+    def cache_shape(self, batch_size, length):
+        """The shape of this layer's key/value cache for `length` positions.
+
+        Args:
+            batch_size: int or scalar tensor.
+            length: int, the number of cached positions.
+
+        Returns:
+            `(batch_size, 2, length, num_key_value_heads, key_dim)`.
+        """
+        if not self.built:
+            raise ValueError(
+                "`cache_shape` needs the layer's sizes: build the layer (call it once) first."
+            )
+        return (batch_size, 2, length, self._num_kv_heads, self._key_dim)
+
     def compute_cache(self, value, key=None):
         """Precomputes the key/value cache for a fixed `value` (e.g. encoder outputs).
 

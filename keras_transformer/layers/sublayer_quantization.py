@@ -14,9 +14,39 @@ def _relative_path(owner, layer):
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
-def _descendants(owner):
-    # Keras's own `Model.quantize` walks the layers the same way.
-    return list(owner._flatten_layers(include_self=False))
+def descendant_layers(owner):
+    """Every layer inside `owner`, depth first in the order they were assigned.
+
+    Found through public attributes only: a layer, or a list, tuple or dict of
+    them (Keras tracks those), and a model's `layers`. Our layers keep their
+    sub-layers in public attributes, so this reaches what `keras.Model.quantize`
+    reaches.
+    """
+    found, seen = [], {id(owner)}
+
+    def visit(value):
+        if isinstance(value, keras.layers.Layer):
+            if id(value) in seen:
+                return
+            seen.add(id(value))
+            found.append(value)
+            visit_attributes(value)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+
+    def visit_attributes(layer):
+        if isinstance(layer, keras.Model):
+            visit(layer.layers)
+        for name, value in vars(layer).items():
+            if not name.startswith("_"):
+                visit(value)
+
+    visit_attributes(owner)
+    return found
 
 
 def quantized_sublayers(owner):
@@ -28,14 +58,14 @@ def quantized_sublayers(owner):
                 getattr(layer, "quantization_config", None)
             ),
         }
-        for layer in _descendants(owner)
+        for layer in descendant_layers(owner)
         if layer.quantization_mode is not None
     }
 
 
 def quantize_sublayers(owner, quantized):
     """Quantises the layers inside `owner` that `quantized_sublayers` recorded."""
-    layers = {_relative_path(owner, layer): layer for layer in _descendants(owner)}
+    layers = {_relative_path(owner, layer): layer for layer in descendant_layers(owner)}
     unknown = sorted(set(quantized) - set(layers))
     if unknown:
         raise ValueError(

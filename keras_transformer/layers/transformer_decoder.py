@@ -71,8 +71,8 @@ class TransformerDecoder(TransformerStackBase):
         self._build_blocks(inputs_shape, encoder_outputs_shape)
 
     def _cache_shape(self, batch_size, length, width):
-        attention = self.blocks[0].self_attention
-        return (batch_size, self.num_layers, 2, length, attention._num_kv_heads, attention._key_dim)
+        _, *per_layer = self.blocks[0].self_attention.cache_shape(batch_size, length)
+        return (batch_size, self.num_layers, *per_layer)
 
     def initial_self_attention_cache(self, batch_size, max_length, dtype=None):
         """Zeros of shape `(batch, num_layers, 2, max_length, kv_heads, key_dim)`."""

@@ -3,16 +3,12 @@
 import contextlib
 import dataclasses
 import inspect
+import logging
 import numbers
 import os
 import platform
 
 import keras
-
-try:  # Keras's printer: stdout, or absl logging after `keras.config.disable_interactive_logging()`.
-    from keras.src.utils.io_utils import print_msg
-except ImportError:  # pragma: no cover - Keras versions that moved the private helper
-    print_msg = print
 
 from keras_transformer.distribution.mesh import format_mesh, make_distribution
 from keras_transformer.models.masked_lm import MaskedLM
@@ -515,13 +511,22 @@ def build(
         if distribution is None
         else f"; mesh={model.build_info['mesh']} ({model.build_info['distribution']})"
     )
-    print_msg(
+    _report(
         f"keras_transformer.models.build: {task} / {preset}, "
         f"{model.build_info['num_params']:,} parameters, {backend} on {device.name}; "
         f"precision={precision} ({precision_reason}); "
         f"jit_compile={jit_compile} ({jit_reason}){placement}"
     )
     return model
+
+
+def _report(message):
+    """Prints `message` as Keras prints its progress: to standard output, or to the log
+    after `keras.config.disable_interactive_logging()`."""
+    if keras.config.is_interactive_logging_enabled():
+        print(message, flush=True)
+    else:
+        logging.getLogger(__name__).info(message)
 
 
 def _create_and_compile(model_cls, kwargs, precision, compile, preset_values, task, jit_compile):

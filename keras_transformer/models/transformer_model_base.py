@@ -9,7 +9,11 @@ from keras import ops
 
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
-from keras_transformer.layers.sublayer_quantization import quantize_sublayers, quantized_sublayers
+from keras_transformer.layers.sublayer_quantization import (
+    descendant_layers,
+    quantize_sublayers,
+    quantized_sublayers,
+)
 from keras_transformer.layers.validation import check_positive_int
 
 # The projections LoRA adapts by default: every attention and feed-forward projection.
@@ -79,8 +83,7 @@ class TransformerModelBase(keras.Model):
             check_positive_int(name, value)
 
     def _sublayers(self):
-        # Keras's own `Model.quantize` walks the layers the same way.
-        return list(self._flatten_layers(include_self=False))
+        return descendant_layers(self)
 
     def get_config(self):
         config = super().get_config()
@@ -138,7 +141,7 @@ class TransformerModelBase(keras.Model):
             if isinstance(parent, (MultiHeadAttention, FeedForward)):
                 targets += [
                     layer
-                    for layer in parent._flatten_layers(include_self=False)
+                    for layer in descendant_layers(parent)
                     if layer.name in names and hasattr(layer, "enable_lora")
                 ]
         return targets

@@ -2,10 +2,7 @@
 
 from keras import ops
 
-try:  # Keras keeps masks in a side table for tensors that take no attributes (JAX arrays).
-    from keras.src.backend import get_keras_mask as _get_keras_mask
-except ImportError:  # pragma: no cover - older/newer Keras without the private helper
-    _get_keras_mask = None
+from keras_transformer import compat
 
 
 def get_keras_mask(x):
@@ -33,9 +30,7 @@ def get_keras_mask(x):
     """
     if x is None:
         return None
-    if _get_keras_mask is not None:
-        return _get_keras_mask(x)
-    return getattr(x, "_keras_mask", None)
+    return compat.get_keras_mask(x)
 
 
 def causal_mask(query_length, key_length=None, start_index=0):

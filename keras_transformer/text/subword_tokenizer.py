@@ -18,7 +18,6 @@ and gives the shortest sequences. Byte fallback costs 256 ids and makes characte
 unseen in training ("😀", "½") round-trip too instead of decoding as "⁇".
 """
 
-import hashlib
 import io
 import os
 import random
@@ -26,11 +25,7 @@ import random
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-try:
-    from tensorflow.python.trackable.resource import TrackableResource
-    from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
-except ImportError:  # pragma: no cover - other tensorflow-text layouts
-    TrackableResource = gen_sentencepiece_tokenizer = None
+from keras_transformer import compat
 
 MODEL_FILENAME = "subword.model"
 VOCABULARY_FILENAME = "subword.vocab"
@@ -45,34 +40,10 @@ MASK_ID, _MASK_PIECE = 4, "<mask>"
 _BYTE_PIECES = 256
 
 
-if TrackableResource is not None:
-
-    class _SharedModelResource(TrackableResource):
-        """The SentencePiece model resource, under a name derived from the model."""
-
-        def __init__(self, model_proto):
-            super().__init__()
-            self._model_proto = model_proto
-            self._shared_name = (
-                "keras_transformer_subword_" + hashlib.sha256(model_proto).hexdigest()
-            )
-            _ = self.resource_handle
-
-        def _create_resource(self):
-            return gen_sentencepiece_tokenizer.sentencepiece_op(
-                model=self._model_proto, shared_name=self._shared_name
-            )
-
-
 def _sentencepiece_tokenizer(model_proto):
     tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
-    if TrackableResource is not None and hasattr(tokenizer, "_model_resource"):
-        # tensorflow-text's resource is private to the op kernel, so
-        # `keras.backend.clear_session()` (which clears the kernel cache) deletes it and
-        # every later call fails with "Resource ... does not exist". A shared name puts
-        # it in the resource manager, which outlives the kernel, and lets tokenizers of
-        # the same model share one copy.
-        tokenizer._model_resource = _SharedModelResource(model_proto)
+    # A model resource that survives `keras.backend.clear_session()`.
+    compat.share_sentencepiece_resource(tokenizer, model_proto)
     return tokenizer
 
 

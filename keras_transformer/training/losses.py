@@ -5,20 +5,9 @@ import numbers
 import keras
 from keras import ops
 
+from keras_transformer import compat
 from keras_transformer.ops import get_keras_mask
 from keras_transformer.ops.cross_entropy import label_smoothed_cross_entropy
-
-try:  # Keras keeps masks in a side table for tensors that take no attributes (JAX arrays).
-    from keras.src.backend import set_keras_mask as _set_keras_mask
-except ImportError:  # pragma: no cover - Keras versions without the private helper
-    _set_keras_mask = None
-
-
-def _attach_mask(x, mask):
-    if _set_keras_mask is not None:
-        _set_keras_mask(x, mask)
-    else:  # pragma: no cover
-        x._keras_mask = mask
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -189,7 +178,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             losses = ops.where(valid, losses, ops.zeros_like(losses))
             # The base class ANDs this with any Keras mask on `y_pred` and
             # averages over the surviving tokens only.
-            _attach_mask(losses, valid)
+            compat.set_keras_mask(losses, valid)
         return losses
 
     def _from_probabilities(self, labels, probabilities):
