@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_transformer.validation import is_int
+
 # Megatron-style tensor parallelism (Shoeybi et al., 2019), written as regular expressions
 # over the variables' paths (`LayoutMap` matches them with `re.fullmatch`). Attention is
 # split by heads: the query, key and value kernels `(width, heads, head_dim)` on their heads
@@ -26,7 +28,7 @@ VOCABULARY_KEYS = ("vocabulary_size", "source_vocabulary_size", "target_vocabula
 
 def _required(config, key):
     value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(
             f"`config` needs `{key}` as a positive int. Received: {key}={value!r}. Pass the "
             "model's `get_config()` or the keyword arguments it is built with."

@@ -6,6 +6,7 @@ import re
 import keras
 
 from keras_transformer.distribution.layout_map import get_layout_map
+from keras_transformer.validation import is_int
 
 DATA_AXIS = "batch"  # Keras' name for the batch-sharded axis (`DataParallel`'s default).
 MODEL_AXIS = "model"
@@ -43,9 +44,7 @@ def parse_mesh(mesh):
     if isinstance(mesh, str):
         match = re.fullmatch(r"\s*(\d+)\s*(?:[xX×]\s*(\d+)\s*)?", mesh)
         sizes = tuple(int(size) for size in match.groups() if size is not None) if match else ()
-    elif isinstance(mesh, (tuple, list)) and all(
-        isinstance(size, int) and not isinstance(size, bool) for size in mesh
-    ):
+    elif isinstance(mesh, (tuple, list)) and all(is_int(size) for size in mesh):
         sizes = tuple(mesh)
     else:
         sizes = ()

@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_transformer.validation import is_int
+
 
 def simulate_cpu_devices(count):
     """Splits the CPU into `count` devices, when the backend has no accelerator to use.
@@ -49,7 +51,7 @@ def simulate_cpu_devices(count):
         ...
     ValueError: `count` must be a positive int. Received: count=0.
     """
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    if not is_int(count) or count < 1:
         raise ValueError(f"`count` must be a positive int. Received: count={count!r}.")
     backend = keras.backend.backend()
     if backend == "jax":

@@ -8,22 +8,9 @@ from keras import ops
 from keras_transformer.generation.beam_search import beam_search
 from keras_transformer.generation.greedy import greedy_search
 from keras_transformer.generation.sampling import greedy_choice, sample_choice
+from keras_transformer.validation import check_positive_int, is_int, is_real
 
 METHODS = ("greedy", "top_k", "top_p", "beam")
-
-
-def _is_int(value):
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
-def check_positive_int(name, value):
-    if not _is_int(value) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}.")
-    return int(value)
 
 
 def check_token_id(name, value, vocabulary_size, required=True, why=""):
@@ -32,7 +19,7 @@ def check_token_id(name, value, vocabulary_size, required=True, why=""):
         if required:
             raise ValueError(f"`{name}` is required{why}. Pass the token id, e.g. `{name}=2`.")
         return None
-    if not _is_int(value) or not 0 <= value < vocabulary_size:
+    if not is_int(value) or not 0 <= value < vocabulary_size:
         raise ValueError(
             f"`{name}` must be a token id in [0, {vocabulary_size}). Received: {name}={value!r}."
         )
@@ -95,22 +82,22 @@ class GenerationOptions:
                 "be the same); use `method='beam'` or sampling. Received: "
                 f"num_return_sequences={num_return_sequences}."
             )
-        if not _is_number(length_penalty):
+        if not is_real(length_penalty):
             raise ValueError(
                 f"`length_penalty` must be a number. Received: length_penalty={length_penalty!r}."
             )
         if method == "top_k":
             check_positive_int("top_k", top_k)
             top_k = min(int(top_k), vocabulary_size)
-        if method == "top_p" and (not _is_number(top_p) or not 0 < top_p <= 1):
+        if method == "top_p" and (not is_real(top_p) or not 0 < top_p <= 1):
             raise ValueError(f"`top_p` must be a float in (0, 1]. Received: top_p={top_p!r}.")
-        if not _is_number(temperature) or not temperature > 0:
+        if not is_real(temperature) or not temperature > 0:
             raise ValueError(
                 f"`temperature` must be a positive number. Received: temperature={temperature!r}."
             )
         if seed is None:
             seed = random.randrange(2**31 - 1)  # follows keras.utils.set_random_seed
-        elif not _is_int(seed) or not 0 <= seed < 2**31:
+        elif not is_int(seed) or not 0 <= seed < 2**31:
             raise ValueError(
                 f"`seed` must be an int in [0, 2**31) or None. Received: seed={seed!r}."
             )

@@ -3,7 +3,7 @@ import keras
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
-from keras_transformer.layers.validation import check_positive_int, check_rate
+from keras_transformer.validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -5,9 +5,9 @@ from keras import ops
 
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
-from keras_transformer.layers.validation import check_positive_int, check_rank, check_rate
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.masks import causal_mask, check_mask_shape, merge_masks
+from keras_transformer.validation import check_positive_int, check_rank, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -1,9 +1,9 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.validation import check_rate
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.masks import merge_masks
+from keras_transformer.validation import check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.validation import check_rank
+from keras_transformer.validation import check_rank, is_real
 
 
 def sinusoidal_table(length, width, max_wavelength=10000.0, start_index=0):
@@ -56,7 +56,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(max_wavelength, bool) or not isinstance(max_wavelength, (int, float)):
+        if not is_real(max_wavelength):
             raise ValueError(
                 f"`max_wavelength` must be a positive number. Received: {max_wavelength!r}."
             )

@@ -8,11 +8,12 @@ from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.position_embedding import PositionEmbedding
 from keras_transformer.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
-from keras_transformer.layers.validation import (
+from keras_transformer.validation import (
     check_one_of,
     check_positive_int,
     check_rank,
     check_rate,
+    is_real,
 )
 
 POSITIONS = ("sinusoidal", "learned", None)
@@ -97,9 +98,7 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         check_rate("dropout", dropout)
         if not isinstance(layer_norm, bool):
             raise ValueError(f"`layer_norm` must be a bool. Received: layer_norm={layer_norm!r}.")
-        if isinstance(layer_norm_epsilon, bool) or not (
-            isinstance(layer_norm_epsilon, (int, float)) and layer_norm_epsilon > 0
-        ):
+        if not is_real(layer_norm_epsilon) or not layer_norm_epsilon > 0:
             raise ValueError(
                 "`layer_norm_epsilon` must be a positive float, e.g. 1e-6. "
                 f"Received: layer_norm_epsilon={layer_norm_epsilon!r}."

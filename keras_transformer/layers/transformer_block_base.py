@@ -8,7 +8,7 @@ from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
-from keras_transformer.layers.validation import check_positive_int, check_rate
+from keras_transformer.validation import check_positive_int, check_rate
 
 
 class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):

@@ -3,8 +3,8 @@ from keras import ops
 
 from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_transformer.layers.transformer_stack_base import TransformerStackBase
-from keras_transformer.layers.validation import check_rank
 from keras_transformer.ops.masks import get_keras_mask
+from keras_transformer.validation import check_rank
 
 
 def _block_cache(cache, index):

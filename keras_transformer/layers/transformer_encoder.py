@@ -2,8 +2,8 @@ import keras
 
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
 from keras_transformer.layers.transformer_stack_base import TransformerStackBase
-from keras_transformer.layers.validation import check_rank
 from keras_transformer.ops.masks import get_keras_mask
+from keras_transformer.validation import check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -1,13 +1,13 @@
 import keras
 
 from keras_transformer.layers.transformer_block_base import TransformerBlockBase
-from keras_transformer.layers.validation import check_rank
 from keras_transformer.ops.masks import (
     check_mask_shape,
     get_keras_mask,
     merge_masks,
     padding_to_attention_mask,
 )
+from keras_transformer.validation import check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -7,7 +7,7 @@ from keras import ops
 
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
-from keras_transformer.layers.validation import check_positive_int
+from keras_transformer.validation import check_positive_int
 
 
 class TransformerStackBase(SublayerQuantization, keras.layers.Layer):

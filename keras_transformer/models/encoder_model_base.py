@@ -5,8 +5,8 @@ from keras import ops
 
 from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
-from keras_transformer.layers.validation import check_positive_int
 from keras_transformer.models.transformer_model_base import TransformerModelBase
+from keras_transformer.validation import check_positive_int
 
 # The arguments that fix the encoder's weights and what it computes with them: two encoders
 # agreeing on all of these can exchange weights. Dropout rates are free to differ.

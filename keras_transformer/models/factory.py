@@ -4,7 +4,6 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-import numbers
 import os
 import platform
 
@@ -19,6 +18,7 @@ from keras_transformer.models.transformer_lm import TransformerLM
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.optimizers import paper_optimizer
+from keras_transformer.validation import is_real
 
 TASKS = {
     "translation": Seq2SeqTransformer,
@@ -462,7 +462,7 @@ def build(
     preset_values = dict(PRESETS[preset])
     preset_values.update({k: v for k, v in overrides.items() if k in PRESET_FIELDS})
     scale = preset_values["learning_rate_scale"]
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0:
+    if not is_real(scale) or not scale > 0:
         raise ValueError(
             f"`learning_rate_scale` must be a positive number. Received: "
             f"learning_rate_scale={scale!r}. Use 1.0 for the paper's schedule."

@@ -1,12 +1,12 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.validation import check_one_of, check_positive_int
 from keras_transformer.models.encoder_model_base import (
     ENCODER_DROPOUTS,
     EncoderModelBase,
     copy_encoder_weights,
 )
+from keras_transformer.validation import check_one_of, check_positive_int
 
 POOLINGS = ("mean", "cls")
 

@@ -14,7 +14,7 @@ from keras_transformer.layers.sublayer_quantization import (
     quantize_sublayers,
     quantized_sublayers,
 )
-from keras_transformer.layers.validation import check_positive_int
+from keras_transformer.validation import check_positive_int, is_int
 
 # The projections LoRA adapts by default: every attention and feed-forward projection.
 LORA_TARGETS = ("query", "key", "value", "attention_output", "intermediate_dense", "output_dense")
@@ -35,7 +35,7 @@ class TransformerModelBase(keras.Model):
 
     def __init__(self, pad_id=0, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(pad_id, bool) or not isinstance(pad_id, int) or pad_id < 0:
+        if not is_int(pad_id) or pad_id < 0:
             raise ValueError(
                 f"`pad_id` must be a non-negative integer token id. Received: pad_id={pad_id!r}."
             )

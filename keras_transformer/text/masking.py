@@ -2,11 +2,13 @@
 
 import tensorflow as tf
 
+from keras_transformer.validation import is_int, is_real
+
 _INT32_MAX = 2**31 - 1
 
 
 def _check_rate(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+    if not is_real(value) or not 0 <= value <= 1:
         raise ValueError(f"`{name}` must be a float in [0, 1]. Received: {name}={value!r}.")
 
 
@@ -14,7 +16,7 @@ def _check_arguments(
     mask_id, vocabulary_size, mask_rate, mask_token_rate, random_token_rate, max_predictions
 ):
     for name, value in (("mask_id", mask_id), ("vocabulary_size", vocabulary_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not is_int(value) or value < 0:
             raise ValueError(f"`{name}` must be a non-negative int. Received: {name}={value!r}.")
     if mask_id >= vocabulary_size:
         raise ValueError(
@@ -31,11 +33,7 @@ def _check_arguments(
             "`mask_token_rate + random_token_rate` must be at most 1 (the rest keeps the "
             f"token). Received: {mask_token_rate} + {random_token_rate}."
         )
-    if max_predictions is not None and (
-        isinstance(max_predictions, bool)
-        or not isinstance(max_predictions, int)
-        or max_predictions < 1
-    ):
+    if max_predictions is not None and (not is_int(max_predictions) or max_predictions < 1):
         raise ValueError(
             "`max_predictions` must be a positive int or None. "
             f"Received: max_predictions={max_predictions!r}."
@@ -135,7 +133,7 @@ def mask_tokens(
         mask_id, vocabulary_size, mask_rate, mask_token_rate, random_token_rate, max_predictions
     )
     for special_id in special_ids:
-        if isinstance(special_id, bool) or not isinstance(special_id, int):
+        if not is_int(special_id):
             raise ValueError(
                 f"`special_ids` must hold int ids. Received: special_ids={special_ids!r}."
             )

@@ -26,6 +26,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer import compat
+from keras_transformer.validation import is_int, is_real
 
 MODEL_FILENAME = "subword.model"
 VOCABULARY_FILENAME = "subword.vocab"
@@ -201,7 +202,7 @@ class SubwordTokenizer(tf.Module):
         minimum = (
             len(_SPECIAL_PIECES) + int(mask_token) + (_BYTE_PIECES if byte_fallback else 0) + 1
         )
-        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int):
+        if not is_int(vocabulary_size):
             raise ValueError(
                 f"`vocabulary_size` must be an int. Received: vocabulary_size={vocabulary_size!r}"
             )
@@ -340,7 +341,7 @@ class SubwordTokenizer(tf.Module):
         """
         import sentencepiece
 
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
+        if not is_real(dropout):
             raise ValueError(f"`dropout` must be a float in [0, 1). Received: dropout={dropout!r}")
         if not 0 <= dropout < 1:
             raise ValueError(f"`dropout` must be in [0, 1), e.g. 0.1. Received: dropout={dropout}")

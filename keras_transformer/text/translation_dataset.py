@@ -6,6 +6,8 @@ import random
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.validation import is_int, is_real
+
 _TOKENIZE_CHUNK = 1024
 # Batches shuffled together after bucketing: all of an epoch of Multi30k (~140).
 _BATCH_SHUFFLE_BUFFER = 1024
@@ -58,7 +60,7 @@ def length_bucket_boundaries(max_length, min_length=8, step=1.1):
 def _truncated(ids, max_length):
     if max_length is None:
         return ids
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+    if not is_int(max_length) or max_length < 2:
         raise ValueError(
             f"`max_length` must be None or an int >= 2 (room for one token and a special "
             f"id). Received: max_length={max_length!r}"
@@ -171,10 +173,7 @@ def _subword_dropouts(subword_dropout):
     pair = subword_dropout
     if not isinstance(pair, (tuple, list)):
         pair = (pair, pair)
-    valid = len(pair) == 2 and all(
-        isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
-        for value in pair
-    )
+    valid = len(pair) == 2 and all(is_real(value) and 0 <= value < 1 for value in pair)
     if not valid:
         raise ValueError(
             "`subword_dropout` must be a float in [0, 1) (e.g. 0.1; 0 turns it off) or a "
@@ -336,13 +335,9 @@ def make_translation_dataset(
     training and the default budget of 4096 tokens a side.
     """
     for name, value in (("tokens_per_batch", tokens_per_batch), ("max_length", max_length)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        if not is_int(value) or value < 2:
             raise ValueError(f"`{name}` must be an int >= 2. Received: {name}={value!r}")
-    if (
-        isinstance(batch_size_multiple, bool)
-        or not isinstance(batch_size_multiple, int)
-        or batch_size_multiple < 1
-    ):
+    if not is_int(batch_size_multiple) or batch_size_multiple < 1:
         raise ValueError(
             "`batch_size_multiple` must be a positive int, e.g. the data-parallel size of a "
             f"device mesh. Received: batch_size_multiple={batch_size_multiple!r}"
@@ -353,11 +348,7 @@ def make_translation_dataset(
             "or a single pair could not fit in a batch. Raise `tokens_per_batch` or lower "
             "`max_length`."
         )
-    if (
-        isinstance(min_tokens_per_batch, bool)
-        or not isinstance(min_tokens_per_batch, int)
-        or not 0 <= min_tokens_per_batch <= tokens_per_batch
-    ):
+    if not is_int(min_tokens_per_batch) or not 0 <= min_tokens_per_batch <= tokens_per_batch:
         raise ValueError(
             "`min_tokens_per_batch` must be an int between 0 and `tokens_per_batch` "
             f"({tokens_per_batch}), e.g. a quarter of it. Received: "

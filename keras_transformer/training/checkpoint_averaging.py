@@ -1,6 +1,5 @@
 """Checkpoint averaging: the paper's final models average their last checkpoints."""
 
-import numbers
 import os
 import re
 import shutil
@@ -10,6 +9,8 @@ import zipfile
 import h5py
 import keras
 import numpy as np
+
+from keras_transformer.validation import is_int
 
 _SUFFIXES = (".weights.h5", ".keras")
 # The files `CheckpointAveraging` writes: after N epochs, or after N batches.
@@ -258,21 +259,13 @@ class CheckpointAveraging(keras.callbacks.Callback):
                 "`directory` must be a non-empty path to the checkpoint folder. "
                 f"Received: directory={directory!r}."
             )
-        if (
-            isinstance(num_checkpoints, bool)
-            or not isinstance(num_checkpoints, numbers.Integral)
-            or num_checkpoints <= 0
-        ):
+        if not is_int(num_checkpoints) or num_checkpoints <= 0:
             raise ValueError(
                 "`num_checkpoints` must be a positive integer. "
                 f"Received: num_checkpoints={num_checkpoints!r}. The paper uses 5 (base) "
                 "or 20 (big)."
             )
-        if save_freq != "epoch" and (
-            isinstance(save_freq, bool)
-            or not isinstance(save_freq, numbers.Integral)
-            or save_freq <= 0
-        ):
+        if save_freq != "epoch" and (not is_int(save_freq) or save_freq <= 0):
             raise ValueError(
                 "`save_freq` must be 'epoch' or a positive number of batches. "
                 f"Received: save_freq={save_freq!r}."

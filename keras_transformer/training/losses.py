@@ -1,13 +1,12 @@
 """Label-smoothed cross-entropy over padded token sequences."""
 
-import numbers
-
 import keras
 from keras import ops
 
 from keras_transformer import compat
 from keras_transformer.ops import get_keras_mask
 from keras_transformer.ops.cross_entropy import label_smoothed_cross_entropy
+from keras_transformer.validation import is_int, is_real
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -96,19 +95,13 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         reduction="sum_over_batch_size",
         name="label_smoothed_cross_entropy",
     ):
-        if (
-            isinstance(label_smoothing, bool)
-            or not isinstance(label_smoothing, numbers.Real)
-            or not 0 <= label_smoothing < 1
-        ):
+        if not is_real(label_smoothing) or not 0 <= label_smoothing < 1:
             raise ValueError(
                 "`label_smoothing` must be a float in [0, 1). "
                 f"Received: label_smoothing={label_smoothing!r}. Use 0.1 for the paper's "
                 "setting, or 0 to disable smoothing."
             )
-        if pad_id is not None and (
-            isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral)
-        ):
+        if pad_id is not None and (not is_int(pad_id)):
             raise ValueError(
                 f"`pad_id` must be an integer token id or `None`. Received: pad_id={pad_id!r}. "
                 "Pass the id your tokenizer uses for padding, or `None` to count every token."

@@ -1,11 +1,10 @@
 """Token accuracy over padded sequences."""
 
-import numbers
-
 import keras
 from keras import ops
 
 from keras_transformer.ops import get_keras_mask
+from keras_transformer.validation import is_int
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -57,9 +56,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     """
 
     def __init__(self, pad_id=0, name="masked_accuracy", dtype=None):
-        if pad_id is not None and (
-            isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral)
-        ):
+        if pad_id is not None and (not is_int(pad_id)):
             raise ValueError(
                 f"`pad_id` must be an integer token id or `None`. Received: pad_id={pad_id!r}. "
                 "Pass the id your tokenizer uses for padding, or `None` to count every token."

@@ -1,9 +1,9 @@
 """The paper's learning-rate schedule: linear warmup, then inverse square-root decay."""
 
-import numbers
-
 import keras
 from keras import ops
+
+from keras_transformer.validation import is_int, is_real
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -54,7 +54,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __init__(self, model_dim, warmup_steps=4000, scale=1.0):
         for name, value in (("model_dim", model_dim), ("warmup_steps", warmup_steps)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+            if not is_int(value) or value <= 0:
                 raise ValueError(
                     f"`{name}` must be a positive integer. Received: {name}={value!r}. "
                     + (
@@ -63,7 +63,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
                         else "Pass the number of warmup steps, e.g. 4000."
                     )
                 )
-        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0:
+        if not is_real(scale) or not scale > 0:
             raise ValueError(
                 f"`scale` must be a positive number. Received: scale={scale!r}. "
                 "Use `scale=1.0` for the paper's schedule."
