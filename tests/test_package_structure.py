@@ -32,7 +32,7 @@ ALLOWED = {
 
 
 # Top-level modules that import nothing from the package, so every subpackage may use them.
-LEAVES = {"version", "compat", "validation"}
+LEAVES = {"version", "compat", "validation", "sublayer_names"}
 
 
 def imported_modules(path):

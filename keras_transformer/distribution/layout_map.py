@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer import sublayer_names as names
 from keras_transformer.validation import is_int
 
 # Megatron-style tensor parallelism (Shoeybi et al., 2019), written as regular expressions
@@ -10,14 +11,14 @@ from keras_transformer.validation import is_int
 # axis and the output kernel `(heads, head_dim, width)` on its first, so each device
 # computes whole heads and the block ends in one all-reduce. The feed-forward network is
 # split the same way: the first kernel by columns, the second by rows.
-QUERY_KERNEL = r".*attention/query/kernel"
-QUERY_BIAS = r".*attention/query/bias"
-KEY_VALUE_KERNEL = r".*attention/(key|value)/kernel"
-KEY_VALUE_BIAS = r".*attention/(key|value)/bias"
-ATTENTION_OUTPUT_KERNEL = r".*attention/attention_output/kernel"
-INTERMEDIATE_KERNEL = r".*feed_forward/intermediate_dense/kernel"
-INTERMEDIATE_BIAS = r".*feed_forward/intermediate_dense/bias"
-FEED_FORWARD_OUTPUT_KERNEL = r".*feed_forward/output_dense/kernel"
+QUERY_KERNEL = rf".*attention/{names.QUERY}/kernel"
+QUERY_BIAS = rf".*attention/{names.QUERY}/bias"
+KEY_VALUE_KERNEL = rf".*attention/({names.KEY}|{names.VALUE})/kernel"
+KEY_VALUE_BIAS = rf".*attention/({names.KEY}|{names.VALUE})/bias"
+ATTENTION_OUTPUT_KERNEL = rf".*attention/{names.ATTENTION_OUTPUT}/kernel"
+INTERMEDIATE_KERNEL = rf".*{names.FEED_FORWARD}/{names.INTERMEDIATE_DENSE}/kernel"
+INTERMEDIATE_BIAS = rf".*{names.FEED_FORWARD}/{names.INTERMEDIATE_DENSE}/bias"
+FEED_FORWARD_OUTPUT_KERNEL = rf".*{names.FEED_FORWARD}/{names.OUTPUT_DENSE}/kernel"
 TOKEN_EMBEDDINGS = r".*token_embedding/embeddings"
 OUTPUT_PROJECTION_KERNEL = r".*output_projection/kernel"
 OUTPUT_PROJECTION_BIAS = r".*output_projection/bias"

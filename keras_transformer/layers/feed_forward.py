@@ -1,5 +1,6 @@
 import keras
 
+from keras_transformer import sublayer_names as names
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
@@ -70,7 +71,7 @@ class FeedForward(SublayerQuantization, keras.layers.Layer):
             activation=self.activation,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
-            name="intermediate_dense",
+            name=names.INTERMEDIATE_DENSE,
             **common,
         )
         self.intermediate_dense.build(inputs_shape)
@@ -81,7 +82,7 @@ class FeedForward(SublayerQuantization, keras.layers.Layer):
             self.output_dim or inputs_shape[-1],
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
-            name="output_dense",
+            name=names.OUTPUT_DENSE,
             **common,
         )
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))

@@ -3,6 +3,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer import sublayer_names as names
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.ops.attention import scaled_dot_product_attention
@@ -169,7 +170,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             "abc,cde->abde",
             output_shape=(None, self.num_heads, self._key_dim),
             bias_axes="de" if bias else None,
-            name="query",
+            name=names.QUERY,
             **self._sublayer_kwargs(),
         )
         self.query_dense.build(query_shape)
@@ -177,7 +178,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             "abc,cde->abde",
             output_shape=(None, self._num_kv_heads, self._key_dim),
             bias_axes="de" if bias else None,
-            name="key",
+            name=names.KEY,
             **self._sublayer_kwargs(),
         )
         self.key_dense.build(key_shape)
@@ -185,7 +186,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             "abc,cde->abde",
             output_shape=(None, self._num_kv_heads, self._value_dim),
             bias_axes="de" if bias else None,
-            name="value",
+            name=names.VALUE,
             **self._sublayer_kwargs(),
         )
         self.value_dense.build(value_shape)
@@ -194,7 +195,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             "abcd,cde->abe",
             output_shape=(None, self._output_dim),
             bias_axes="e" if bias else None,
-            name="attention_output",
+            name=names.ATTENTION_OUTPUT,
             **self._sublayer_kwargs(),
         )
         self.output_dense.build((None, None, self.num_heads, self._value_dim))
@@ -218,10 +219,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         `contracted` is how many trailing axes of `x` the kernel contracts (1 for
         the query/key/value projections, 2 for the output one). On TensorFlow's
         CPU runtime an `EinsumDense` runs as an `Einsum` op, whose training step
-        took 3-4x as long as a reshape and `MatMul` for a 256-wide projection of
-        4,096 bfloat16 tokens. A quantised projection runs its own call (its
-        `kernel` holds integers without their scales); `kernel` carries a LoRA
-        delta when LoRA is enabled.
+        is several times slower than a reshape and `MatMul`. A quantised
+        projection runs its own call (its `kernel` holds integers without their
+        scales); `kernel` carries a LoRA delta when LoRA is enabled.
         """
         if dense.quantization_mode is not None:
             return dense(x)

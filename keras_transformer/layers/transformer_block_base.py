@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer import sublayer_names as names
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.initializers import clone_initializer
@@ -111,10 +112,10 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
-            name="feed_forward",
+            name=names.FEED_FORWARD,
         )
         self.feed_forward.build(inputs_shape)
-        self.feed_forward_layer_norm = self._layer_norm("feed_forward_layer_norm", inputs_shape)
+        self.feed_forward_layer_norm = self._layer_norm(names.FEED_FORWARD_LAYER_NORM, inputs_shape)
         self.feed_forward_dropout = self._dropout("feed_forward_dropout")
 
     def _residual(self, x, norm, dropout, sublayer, training):

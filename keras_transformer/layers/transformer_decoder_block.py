@@ -1,5 +1,6 @@
 import keras
 
+from keras_transformer import sublayer_names as names
 from keras_transformer.layers.transformer_block_base import TransformerBlockBase
 from keras_transformer.ops.masks import (
     check_mask_shape,
@@ -93,17 +94,19 @@ class TransformerDecoderBlock(TransformerBlockBase):
     def build(self, inputs_shape, encoder_outputs_shape=None):
         check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
         self._check_width(inputs_shape[-1])
-        self.self_attention = self._attention("self_attention")
+        self.self_attention = self._attention(names.SELF_ATTENTION)
         self.self_attention.build(inputs_shape, inputs_shape)
-        self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm", inputs_shape)
+        self.self_attention_layer_norm = self._layer_norm(
+            names.SELF_ATTENTION_LAYER_NORM, inputs_shape
+        )
         self.self_attention_dropout = self._dropout("self_attention_dropout")
         if self.cross_attention:
             if encoder_outputs_shape is None:
                 encoder_outputs_shape = inputs_shape
-            self.cross_attention_layer = self._attention("cross_attention")
+            self.cross_attention_layer = self._attention(names.CROSS_ATTENTION)
             self.cross_attention_layer.build(inputs_shape, encoder_outputs_shape)
             self.cross_attention_layer_norm = self._layer_norm(
-                "cross_attention_layer_norm", inputs_shape
+                names.CROSS_ATTENTION_LAYER_NORM, inputs_shape
             )
             self.cross_attention_dropout = self._dropout("cross_attention_dropout")
         self._build_feed_forward(inputs_shape)

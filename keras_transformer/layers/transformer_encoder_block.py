@@ -1,5 +1,6 @@
 import keras
 
+from keras_transformer import sublayer_names as names
 from keras_transformer.layers.transformer_block_base import TransformerBlockBase
 from keras_transformer.ops.masks import (
     check_mask_shape,
@@ -67,9 +68,11 @@ class TransformerEncoderBlock(TransformerBlockBase):
     def build(self, inputs_shape):
         check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
         self._check_width(inputs_shape[-1])
-        self.self_attention = self._attention("self_attention")
+        self.self_attention = self._attention(names.SELF_ATTENTION)
         self.self_attention.build(inputs_shape, inputs_shape)
-        self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm", inputs_shape)
+        self.self_attention_layer_norm = self._layer_norm(
+            names.SELF_ATTENTION_LAYER_NORM, inputs_shape
+        )
         self.self_attention_dropout = self._dropout("self_attention_dropout")
         self._build_feed_forward(inputs_shape)
         self.built = True

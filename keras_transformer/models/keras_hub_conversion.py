@@ -5,6 +5,7 @@ import dataclasses
 import keras
 import numpy as np
 
+from keras_transformer import sublayer_names as names
 from keras_transformer.layers.activations import gelu_approximate
 from keras_transformer.models.masked_lm import MaskedLM
 from keras_transformer.models.transformer_classifier import TransformerClassifier
@@ -48,18 +49,22 @@ _LAYOUTS = {
 
 # Our block's sub-layer -> keras-hub `TransformerEncoder`'s, with the weights each holds.
 _BLOCK_SUBLAYERS = (
-    ("self_attention/query", "self_attention_layer/query", ("kernel", "bias")),
-    ("self_attention/key", "self_attention_layer/key", ("kernel", "bias")),
-    ("self_attention/value", "self_attention_layer/value", ("kernel", "bias")),
+    *(
+        (
+            f"{names.SELF_ATTENTION}/{projection}",
+            f"self_attention_layer/{projection}",
+            ("kernel", "bias"),
+        )
+        for projection in names.ATTENTION_PROJECTIONS
+    ),
+    (names.SELF_ATTENTION_LAYER_NORM, "self_attention_layer_norm", ("gamma", "beta")),
     (
-        "self_attention/attention_output",
-        "self_attention_layer/attention_output",
+        f"{names.FEED_FORWARD}/{names.INTERMEDIATE_DENSE}",
+        "feedforward_intermediate_dense",
         ("kernel", "bias"),
     ),
-    ("self_attention_layer_norm", "self_attention_layer_norm", ("gamma", "beta")),
-    ("feed_forward/intermediate_dense", "feedforward_intermediate_dense", ("kernel", "bias")),
-    ("feed_forward/output_dense", "feedforward_output_dense", ("kernel", "bias")),
-    ("feed_forward_layer_norm", "feedforward_layer_norm", ("gamma", "beta")),
+    (f"{names.FEED_FORWARD}/{names.OUTPUT_DENSE}", "feedforward_output_dense", ("kernel", "bias")),
+    (names.FEED_FORWARD_LAYER_NORM, "feedforward_layer_norm", ("gamma", "beta")),
 )
 
 _POSITION_TABLE = "embedding/position_embedding/embeddings"

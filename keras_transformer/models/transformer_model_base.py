@@ -7,6 +7,7 @@ import tempfile
 import keras
 from keras import ops
 
+from keras_transformer import sublayer_names as names
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.sublayer_quantization import (
@@ -17,7 +18,7 @@ from keras_transformer.layers.sublayer_quantization import (
 from keras_transformer.validation import check_positive_int, is_int
 
 # The projections LoRA adapts by default: every attention and feed-forward projection.
-LORA_TARGETS = ("query", "key", "value", "attention_output", "intermediate_dense", "output_dense")
+LORA_TARGETS = names.ATTENTION_PROJECTIONS + names.FEED_FORWARD_PROJECTIONS
 
 
 class TransformerModelBase(keras.Model):
