@@ -36,14 +36,6 @@ REQUIRED = {
 }
 # CPU flags of native bfloat16 arithmetic (x86: AVX-512 BF16 dot products, AMX tiles).
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-# Measured on a 2-core AMD EPYC (Zen 4, avx512_bf16; a shared, loaded machine), one training
-# step of the "small" translation model (batch 32, 64 + 64 tokens, vocabulary 8000), median
-# wall time of alternating rounds: TensorFlow 2930 ms in float32 against 2031 ms in
-# mixed_bfloat16 (1.4x; an earlier run 1766 against 1240 ms), JAX (jit) 4506 against
-# 4140 ms. With TensorFlow's XLA the same steps took 3085 and 3439 ms, hence no XLA for
-# TensorFlow on CPUs. So "auto" picks mixed_bfloat16 on CPUs with native bfloat16; without
-# it bfloat16 is emulated, and float32 stays.
-CPU_BF16_IS_FASTER = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +170,9 @@ def choose_precision(device):
     - Other GPUs (or unknown capability): `"mixed_float16"`, trained with a
       `keras.optimizers.LossScaleOptimizer`.
     - CPU: `"mixed_bfloat16"` if its flags include `avx512_bf16` or
-      `amx_bf16` (measured faster there, see `CPU_BF16_IS_FASTER`), else
-      `"float32"` (bfloat16 would be emulated, and slower).
+      `amx_bf16` (a training step is faster there in bfloat16, see
+      `benchmarks/RESULTS.md`), else `"float32"` (bfloat16 would be emulated,
+      and slower).
 
     Args:
         device: a `DeviceInfo`.
@@ -212,7 +205,7 @@ def choose_precision(device):
             "mixed_float16",
             f"GPU compute capability {capability[0]}.{capability[1]} < 8.0 lacks fast bfloat16",
         )
-    if device.cpu_has_native_bf16 and CPU_BF16_IS_FASTER:
+    if device.cpu_has_native_bf16:
         flags = ", ".join(sorted(CPU_BF16_FLAGS & device.cpu_flags))
         return "mixed_bfloat16", f"CPU with native bfloat16 ({flags})"
     return "float32", "CPU without native bfloat16 (avx512_bf16 / amx_bf16)"
@@ -544,6 +537,6 @@ def _create_and_compile(model_cls, kwargs, precision, compile, preset_values, ta
         model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile)
         # The model has its weights already, so the optimizer slots can be made now. Left to
         # `fit`, TensorFlow creates them inside the traced step and traces it twice (the
-        # first `fit` of the tiny preset: 16 s of CPU instead of 8 s).
+        # first `fit` of the tiny preset twice as long).
         model.optimizer.build(model.trainable_variables)
     return model

@@ -180,7 +180,7 @@ def scaled_dot_product_attention(
 
     # A single query row (a cached decoding step) is multiplied and summed against the
     # keys and values: as a batched matmul, XLA first copies every cached key and value
-    # into a heads-major layout, at every step, which made decoding 1.3x slower.
+    # into a heads-major layout, at every step.
     # The products are summed in float32 and rounded to the inputs' dtype where the matmul
     # rounds its result, so that a cached step matches the full pass under mixed precision.
     one_query = query.shape[1] == 1

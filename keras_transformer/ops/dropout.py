@@ -16,9 +16,9 @@ def dropout(x, rate, seed=None):
     The same as `keras.random.dropout` in distribution, drawn differently on
     TensorFlow: one 32-bit random integer serves two elements (16 bits each),
     where TensorFlow's own dropout draws a uniform number of `x`'s dtype per
-    element. Drawing in bfloat16 is the slow case: one `(32, 128, 256)`
-    bfloat16 dropout took 8.5 ms against 3.1 ms this way on a 2-core CPU.
-    Other backends use `keras.random.dropout`, which their compilers fuse.
+    element, which is slow in bfloat16 on a CPU. Other backends use
+    `keras.random.dropout`, which their compilers fuse (the choice is
+    `keras_transformer.ops.backend_paths.dropout_draws_bit_pairs`).
 
     Args:
         x: float tensor.

@@ -16,9 +16,9 @@ def layer_normalization(x, gamma, beta, epsilon=1e-6):
     dx = r · (g - mean(g) - x̂ · mean(g · x̂)),  dγ = Σ dy · x̂,  dβ = Σ dy
     ```
 
-    reusing the forward pass's `x̂` and `r`: on TensorFlow's CPU runtime a
-    `(4096, 256)` bfloat16 normalisation with its gradient took 2.3 ms against
-    3.2-4.0 ms for `keras.ops.layer_normalization` differentiated automatically.
+    reusing the forward pass's `x̂` and `r`, which on TensorFlow's CPU runtime
+    is faster than differentiating `keras.ops.layer_normalization`
+    automatically.
 
     Args:
         x: float tensor `(..., features)`.

@@ -229,32 +229,29 @@ def test_two_vocabularies_get_two_embeddings():
 
 # What `build` picks per situation, written out (not recomputed with the code under test):
 # the precision, and `jit_compile` under each Keras backend (the test checks the column of
-# the backend it runs on). `bf16_faster` is the measured `CPU_BF16_IS_FASTER` switch,
-# patched to both values: it only matters on a CPU with native bfloat16.
+# the backend it runs on).
 AUTO_RULES = [
-    # id, device, bf16_faster, precision, jit on tensorflow, jax, torch
-    ("gpu_cc8", AMPERE, True, "mixed_bfloat16", True, True, False),
-    ("gpu_cc7", VOLTA, True, "mixed_float16", True, True, False),
-    ("gpu_unknown", DeviceInfo("gpu", "GPU: unknown"), True, "mixed_float16", True, True, False),
+    # id, device, precision, jit on tensorflow, jax, torch
+    ("gpu_cc8", AMPERE, "mixed_bfloat16", True, True, False),
+    ("gpu_cc7", VOLTA, "mixed_float16", True, True, False),
+    ("gpu_unknown", DeviceInfo("gpu", "GPU: unknown"), "mixed_float16", True, True, False),
     # The host CPU's bfloat16 flags do not matter when a GPU trains.
-    ("gpu_cc7_bf16_host", DeviceInfo("gpu", "GPU: V100", (7, 0), BF16_CPU.cpu_flags), True,
+    ("gpu_cc7_bf16_host", DeviceInfo("gpu", "GPU: V100", (7, 0), BF16_CPU.cpu_flags),
      "mixed_float16", True, True, False),
-    ("tpu", DeviceInfo("tpu", "TPU"), True, "mixed_bfloat16", True, True, False),
-    ("cpu", PLAIN_CPU, True, "float32", False, True, False),
-    ("cpu_bf16_faster", BF16_CPU, True, "mixed_bfloat16", False, True, False),
-    ("cpu_bf16_not_faster", BF16_CPU, False, "float32", False, True, False),
-    ("cpu_amx", DeviceInfo("cpu", "CPU: test", None, frozenset({"amx_bf16"})), True,
+    ("tpu", DeviceInfo("tpu", "TPU"), "mixed_bfloat16", True, True, False),
+    ("cpu", PLAIN_CPU, "float32", False, True, False),
+    ("cpu_bf16", BF16_CPU, "mixed_bfloat16", False, True, False),
+    ("cpu_amx", DeviceInfo("cpu", "CPU: test", None, frozenset({"amx_bf16"})),
      "mixed_bfloat16", False, True, False),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    "info, bf16_faster, precision, jit_tf, jit_jax, jit_torch",
+    "info, precision, jit_tf, jit_jax, jit_torch",
     [case[1:] for case in AUTO_RULES],
     ids=[case[0] for case in AUTO_RULES],
 )
-def test_auto_rules(info, bf16_faster, precision, jit_tf, jit_jax, jit_torch, device, monkeypatch):
-    monkeypatch.setattr(factory, "CPU_BF16_IS_FASTER", bf16_faster)
+def test_auto_rules(info, precision, jit_tf, jit_jax, jit_torch, device):
     device(info)
     assert choose_precision(info)[0] == precision
     for backend, jit in (("tensorflow", jit_tf), ("jax", jit_jax), ("torch", jit_torch)):
@@ -324,7 +321,6 @@ def test_auto_precision_from_the_cpu_flags(cpuinfo, name, has_bf16, precision, m
         return io.StringIO(cpuinfo)
 
     monkeypatch.setattr(factory, "open", fake_open, raising=False)
-    monkeypatch.setattr(factory, "CPU_BF16_IS_FASTER", True)
     _, flags = factory._cpu_info()
     assert ("avx512_bf16" in flags) == has_bf16
     real = factory.detect_device()
