@@ -30,8 +30,6 @@ def _make_generate_fn(options, prefill):
         if prefill:
             # Every row's prompt covers these columns, so one pass fills their cache.
             _, cache = model.decode_step(sequences[:, :prefill], cache, 0)
-        # One cache per block, each written in place a step at a time (see seq2seq.py).
-        cache = tuple(ops.unstack(cache, axis=1))
         if copies > 1:
             cache = tuple(ops.repeat(block_cache, copies, axis=0) for block_cache in cache)
 

@@ -35,10 +35,6 @@ def make_search_fn(options):
         encoder_outputs, encoder_padding_mask = model.encode(source)
         cache_length = ops.shape(sequences)[1] - 1  # the last column is never fed
         self_cache, cross_cache = model.initial_cache(encoder_outputs, cache_length)
-        # One cache per decoder block: each is then written in place a step at a time
-        # (the stacked tensor is sliced and stacked again at every step).
-        self_cache = tuple(ops.unstack(self_cache, axis=1))
-        cross_cache = tuple(ops.unstack(cross_cache, axis=1))
         if copies > 1:
             # Tiled once here; beam reordering then only gathers the self-attention cache.
             self_cache, cross_cache, encoder_padding_mask = keras.tree.map_structure(

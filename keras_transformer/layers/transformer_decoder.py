@@ -8,10 +8,25 @@ from keras_transformer.validation import check_rank
 
 
 def _block_cache(cache, index):
-    """Block `index`'s cache out of a stacked tensor or a list of the blocks' caches."""
+    return None if cache is None else cache[index]
+
+
+def _check_per_block(name, cache, num_layers):
+    """Raises a `ValueError` naming the per-block form unless `cache` is in it."""
     if cache is None:
-        return None
-    return cache[index] if isinstance(cache, (list, tuple)) else cache[:, index]
+        return
+    if not isinstance(cache, (list, tuple)):
+        raise ValueError(
+            f"`{name}` must be a tuple of the blocks' caches, one `(batch, 2, max_length, "
+            "num_key_value_heads, key_dim)` tensor per block, as "
+            "`initial_self_attention_cache` and `compute_cross_attention_cache` return. "
+            f"Received a single tensor of shape {tuple(cache.shape)}; a cache stacked on "
+            "axis 1 converts with `tuple(keras.ops.unstack(cache, axis=1))`."
+        )
+    if len(cache) != num_layers:
+        raise ValueError(
+            f"`{name}` must hold one cache per block ({num_layers}). Received {len(cache)}."
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -19,17 +34,12 @@ class TransformerDecoder(TransformerStackBase):
     """The paper's decoder: a stack of `num_layers` `TransformerDecoderBlock`s.
 
     With `norm_first=True` (pre-norm) a final layer normalization is applied
-    to the output of the last block. For incremental decoding the caches of
-    all blocks are stacked on axis 1:
-    `(batch, num_layers, 2, max_length, num_key_value_heads, key_dim)`; build the
-    cross-attention cache once with `compute_cross_attention_cache` and an
-    empty self-attention cache with `initial_self_attention_cache`. Either
-    cache may also be a list or tuple of the blocks' caches, `(batch, 2,
-    max_length, num_key_value_heads, key_dim)` each (`ops.unstack(cache,
-    axis=1)`); the self-attention cache is returned in the form it came in.
-    The generation loops use that form: each block's cache is then its own
-    buffer, written in place one step at a time, where the stacked tensor is
-    sliced and stacked again at every step.
+    to the output of the last block. For incremental decoding each cache is
+    a tuple with one tensor per block, `(batch, 2, max_length,
+    num_key_value_heads, key_dim)`: build the cross-attention cache once with
+    `compute_cross_attention_cache` and an empty self-attention cache with
+    `initial_self_attention_cache`. Each block's cache is its own buffer,
+    which a compiled decoding loop writes in place one step at a time.
 
     Args:
         num_layers: int, number of blocks (6 in the paper).
@@ -47,7 +57,8 @@ class TransformerDecoder(TransformerStackBase):
             `cross_attention`) and the base layer arguments.
 
     Call arguments:
-        Those of `TransformerDecoderBlock`, with stacked caches. Returns
+        Those of `TransformerDecoderBlock`, with a tuple of the blocks' caches
+        for each cache. Returns
         `outputs`; then the list of each block's scores dicts if
         `return_attention_scores`; then `(self_attention_cache,
         cross_attention_cache)` if `self_attention_cache` was given.
@@ -70,20 +81,18 @@ class TransformerDecoder(TransformerStackBase):
         check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
         self._build_blocks(inputs_shape, encoder_outputs_shape)
 
-    def _cache_shape(self, batch_size, length, width):
-        _, *per_layer = self.blocks[0].self_attention.cache_shape(batch_size, length)
-        return (batch_size, self.num_layers, *per_layer)
-
     def initial_self_attention_cache(self, batch_size, max_length, dtype=None):
-        """Zeros of shape `(batch, num_layers, 2, max_length, kv_heads, key_dim)`."""
-        shape = self._cache_shape(batch_size, max_length, None)
-        return ops.zeros(shape, dtype=dtype or self.compute_dtype)
+        """A tuple of zeros `(batch, 2, max_length, kv_heads, key_dim)`, one per block."""
+        dtype = dtype or self.compute_dtype
+        return tuple(
+            ops.zeros(block.self_attention.cache_shape(batch_size, max_length), dtype=dtype)
+            for block in self.blocks
+        )
 
     def compute_cross_attention_cache(self, encoder_outputs):
-        """Keys and values of `encoder_outputs` for every block, computed once."""
-        return ops.stack(
-            [block.cross_attention_layer.compute_cache(encoder_outputs) for block in self.blocks],
-            axis=1,
+        """A tuple of the keys and values of `encoder_outputs`, one per block, computed once."""
+        return tuple(
+            block.cross_attention_layer.compute_cache(encoder_outputs) for block in self.blocks
         )
 
     def call(
@@ -128,6 +137,8 @@ class TransformerDecoder(TransformerStackBase):
                     training=training,
                 )
             return self._finish(x)
+        _check_per_block("self_attention_cache", self_attention_cache, self.num_layers)
+        _check_per_block("cross_attention_cache", cross_attention_cache, self.num_layers)
         for i, block in enumerate(self.blocks):
             outputs = block(
                 x,
@@ -156,10 +167,8 @@ class TransformerDecoder(TransformerStackBase):
         results = (x,)
         if return_attention_scores:
             results += (all_scores,)
-        if isinstance(self_attention_cache, (list, tuple)):
+        if self_attention_cache is not None:
             results += (type(self_attention_cache)(self_caches), cross_attention_cache)
-        elif self_attention_cache is not None:
-            results += (ops.stack(self_caches, axis=1), cross_attention_cache)
         return results[0] if len(results) == 1 else results
 
     def compute_output_spec(

@@ -269,12 +269,12 @@ class Seq2SeqTransformer(TransformerModelBase):
 
         Returns:
             `(self_attention_cache, cross_attention_cache)`, to pass to
-            `decode_step`: zeros of shape `(batch, num_decoder_layers, 2,
-            max_length, key_value_heads, hidden_dim // num_heads)`
-            (`key_value_heads` being `num_key_value_heads` or else
-            `num_heads`), and
-            the encoder output's keys and values in the same layout with
-            `source_length` in place of `max_length`.
+            `decode_step`, each a tuple with one cache per decoder block:
+            zeros of shape `(batch, 2, max_length, key_value_heads,
+            hidden_dim // num_heads)` (`key_value_heads` being
+            `num_key_value_heads` or else `num_heads`), and the encoder
+            output's keys and values in the same layout with `source_length`
+            in place of `max_length`.
 
         Example:
 

@@ -155,10 +155,10 @@ class TransformerLM(TransformerModelBase):
             max_length: int, the positions the cache holds.
 
         Returns:
-            Zeros of shape `(batch_size, num_layers, 2, max_length,
-            key_value_heads, hidden_dim // num_heads)`, `key_value_heads`
-            being `num_key_value_heads` or else `num_heads`: every block's
-            keys and values, to pass to `decode_step`.
+            A tuple with one cache per block, zeros of shape `(batch_size, 2,
+            max_length, key_value_heads, hidden_dim // num_heads)`
+            (`key_value_heads` being `num_key_value_heads` or else
+            `num_heads`), to pass to `decode_step`.
 
         Example:
 

@@ -164,3 +164,16 @@ def test_stack_errors():
         TransformerEncoder(0, 2, 8)
     with pytest.raises(ValueError, match="`num_key_value_heads`"):
         TransformerDecoder(2, 4, 8, num_key_value_heads=3)
+
+
+def test_decoder_refuses_a_stacked_cache_and_names_the_per_block_form(rng):
+    x = rng.standard_normal((B, T, D)).astype("float32")
+    decoder = TransformerDecoder(2, **BLOCK, cross_attention=False)
+    decoder(x)
+    caches = decoder.initial_self_attention_cache(B, 8)
+    assert len(caches) == 2 and tuple(caches[0].shape)[1:3] == (2, 8)
+    stacked = keras.ops.stack(caches, axis=1)
+    with pytest.raises(ValueError, match=r"tuple\(keras.ops.unstack\(cache, axis=1\)\)"):
+        decoder(x[:, :1], self_attention_cache=stacked, cache_update_index=0)
+    with pytest.raises(ValueError, match="one cache per block"):
+        decoder(x[:, :1], self_attention_cache=caches[:1], cache_update_index=0)
