@@ -6,6 +6,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.generation.beam_search import beam_search
+from keras_transformer.generation.compiled import compiled_function
 from keras_transformer.generation.greedy import greedy_search
 from keras_transformer.generation.sampling import greedy_choice, sample_choice
 from keras_transformer.validation import check_positive_int, is_int, is_real
@@ -192,6 +193,47 @@ def run_search(options, runtime, step_fn, cache, sequences, prompt_lengths, limi
     batch_size = ops.shape(sequences)[0] // copies
     sequences = ops.reshape(sequences, (batch_size, copies, -1))
     return sequences, ops.reshape(log_probs, (batch_size, copies)), num_columns
+
+
+def learned_position_limit(model):
+    """How many positions the model's learned position table holds, or `None` (sinusoids)."""
+    return model.max_sequence_length if model.position == "learned" else None
+
+
+def fit_to_positions(positions, position_limit, max_length, too_long):
+    """Each row's needed decoder `positions`, capped at a learned table's `position_limit`.
+
+    A default budget (`max_length=None`) is capped quietly; an explicit
+    `max_length` that needs more positions than the table holds raises
+    `ValueError(too_long)` instead.
+    """
+    if position_limit is None or positions.max() <= position_limit:
+        return positions
+    if max_length is not None:
+        raise ValueError(too_long)
+    return np.minimum(positions, position_limit)
+
+
+def run_generation(model, key, make_fn, jit_compile, inputs, options, first_column, return_scores):
+    """Runs the model's compiled search for `key` on numpy `inputs`; numpy outputs.
+
+    `make_fn()` builds the traceable search, called once per `key` and
+    `options.static`; `inputs` are passed to it as tensors, then
+    `options.runtime`.
+    """
+    function = compiled_function(model, key + options.static, make_fn, jit_compile)
+    sequences, scores, num_columns = function(
+        *(ops.convert_to_tensor(value) for value in inputs),
+        tuple(ops.convert_to_tensor(value) for value in options.runtime),
+    )
+    return finish_outputs(
+        sequences,
+        scores,
+        num_columns,
+        first_column=first_column,
+        squeeze=options.num_return_sequences == 1,
+        return_scores=return_scores,
+    )
 
 
 def finish_outputs(sequences, scores, num_columns, first_column, squeeze, return_scores):

@@ -3,19 +3,17 @@
 import numpy as np
 from keras import ops
 
-from keras_transformer.generation.compiled import (
-    bucket_length,
-    compiled_function,
-    prefill_bucket,
-)
+from keras_transformer.generation.compiled import bucket_length, prefill_bucket
 from keras_transformer.generation.decoding import (
     GenerationOptions,
-    check_positive_int,
     check_token_id,
-    finish_outputs,
+    fit_to_positions,
+    learned_position_limit,
+    run_generation,
     run_search,
     token_matrix,
 )
+from keras_transformer.validation import check_positive_int
 
 # Default length: each prompt plus this many tokens.
 EXTRA_LENGTH = 50
@@ -150,8 +148,33 @@ def generate_lm(
             "`prompt` must be right-padded with `pad_id` and every row must hold at least "
             f"one token (pad_id={model.pad_id}): a row's tokens first, then padding."
         )
+    limits = _length_limits(prompt_lengths, max_length, learned_position_limit(model))
+    cache_length = bucket_length(int(limits.max()) - 1, learned_position_limit(model))
+    # The last column is never fed: a row of length `limit` needs `limit - 1` cache slots.
+    sequences = np.full((prompt.shape[0], cache_length + 1), model.pad_id, "int32")
+    width = min(prompt.shape[1], cache_length + 1)
+    sequences[:, :width] = prompt[:, :width]
+    prefill = prefill_bucket(int(prompt_lengths.min()) - 1)
+    return run_generation(
+        model,
+        ("lm", prefill),
+        lambda: _make_generate_fn(options, prefill),
+        jit_compile,
+        (sequences, prompt_lengths, limits.astype("int32")),
+        options,
+        first_column=0,
+        return_scores=return_scores,
+    )
+
+
+def _length_limits(prompt_lengths, max_length, position_limit):
+    """Each row's total length (prompt included), within a learned position table."""
     if max_length is None:
         limits = prompt_lengths + EXTRA_LENGTH
+        if position_limit is not None and prompt_lengths.max() > position_limit:
+            raise ValueError(
+                f"`prompt` leaves no room to generate: max_sequence_length={position_limit}."
+            )
     else:
         max_length = check_positive_int("max_length", max_length)
         if max_length <= prompt_lengths.max():
@@ -160,45 +183,13 @@ def generate_lm(
                 f"({prompt_lengths.max()} tokens). Received: max_length={max_length}."
             )
         limits = np.full_like(prompt_lengths, max_length)
-    # The last column is never fed: a row of length `limit` needs `limit - 1` cache
-    # slots (and positions in a learned table).
-    position_limit = model.max_sequence_length if model.position == "learned" else None
-    if position_limit is not None and limits.max() - 1 > position_limit:
-        if max_length is not None:
-            raise ValueError(
-                f"`max_length` ({max_length}) exceeds what the model's learned position "
-                f"table allows (max_sequence_length={position_limit}). Pass "
-                f"max_length<={position_limit + 1}."
-            )
-        if prompt_lengths.max() > position_limit:
-            raise ValueError(
-                f"`prompt` leaves no room to generate: max_sequence_length={position_limit}."
-            )
-        limits = np.minimum(limits, position_limit + 1)
-    cache_length = bucket_length(int(limits.max()) - 1, position_limit)
-    columns = cache_length + 1
-    sequences = np.full((prompt.shape[0], columns), model.pad_id, "int32")
-    width = min(prompt.shape[1], columns)
-    sequences[:, :width] = prompt[:, :width]
-    prefill = prefill_bucket(int(prompt_lengths.min()) - 1)
-
-    function = compiled_function(
-        model,
-        ("lm", prefill) + options.static,
-        lambda: _make_generate_fn(options, prefill),
-        jit_compile,
+    # A row of length `limit` is fed `limit - 1` tokens, at as many positions.
+    positions = fit_to_positions(
+        limits - 1,
+        position_limit,
+        max_length,
+        f"`max_length` ({max_length}) exceeds what the model's learned position "
+        f"table allows (max_sequence_length={position_limit}). Pass "
+        f"max_length<={None if position_limit is None else position_limit + 1}.",
     )
-    sequences, scores, num_columns = function(
-        ops.convert_to_tensor(sequences),
-        ops.convert_to_tensor(prompt_lengths),
-        ops.convert_to_tensor(limits.astype("int32")),
-        tuple(ops.convert_to_tensor(value) for value in options.runtime),
-    )
-    return finish_outputs(
-        sequences,
-        scores,
-        num_columns,
-        first_column=0,
-        squeeze=num_return_sequences == 1,
-        return_scores=return_scores,
-    )
+    return positions + 1

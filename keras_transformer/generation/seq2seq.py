@@ -4,15 +4,17 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.generation.compiled import bucket_length, compiled_function
+from keras_transformer.generation.compiled import bucket_length
 from keras_transformer.generation.decoding import (
     GenerationOptions,
-    check_positive_int,
     check_token_id,
-    finish_outputs,
+    fit_to_positions,
+    learned_position_limit,
+    run_generation,
     run_search,
     token_matrix,
 )
+from keras_transformer.validation import check_positive_int
 
 # Default output budget: the source length plus this many tokens.
 EXTRA_LENGTH = 50
@@ -166,22 +168,45 @@ def generate_seq2seq(
         vocabulary_size,
     )
     source, source_lengths = token_matrix("encoder_token_ids", encoder_token_ids, model.pad_id)
+    position_limit = learned_position_limit(model)
+    budgets = _output_budgets(source, source_lengths, max_length, position_limit)
+    source = _pad_source(source, position_limit, model.pad_id)
+    # The start token, then room for the longest budget in a bucketed number of columns.
+    sequences = np.full((source.shape[0], 1 + budgets.cache_length), model.pad_id, "int32")
+    sequences[:, 0] = start_id
+    return run_generation(
+        model,
+        ("seq2seq",),
+        lambda: make_search_fn(options),
+        jit_compile,
+        (source, sequences, (1 + budgets.per_row).astype("int32")),
+        options,
+        first_column=1,
+        return_scores=return_scores,
+    )
+
+
+class _Budgets:
+    def __init__(self, per_row, cache_length):
+        self.per_row, self.cache_length = per_row, cache_length
+
+
+def _output_budgets(source, source_lengths, max_length, position_limit):
+    """Each row's token budget and the bucketed self-attention cache length."""
     if max_length is None:
         budgets = source_lengths + EXTRA_LENGTH
     else:
         budgets = np.full_like(source_lengths, check_positive_int("max_length", max_length))
-    budgets = np.maximum(budgets, 1)
     # The decoder is fed the start token and all but the last generated token, so the
     # self-attention cache (and a learned position table) needs `budget` positions.
-    position_limit = model.max_sequence_length if model.position == "learned" else None
-    if position_limit is not None and budgets.max() > position_limit:
-        if max_length is not None:
-            raise ValueError(
-                f"`max_length` is too large for this model: {max_length} tokens need "
-                f"{max_length} decoder positions, but its learned position table has "
-                f"max_sequence_length={position_limit}. Pass max_length<={position_limit}."
-            )
-        budgets = np.minimum(budgets, position_limit)
+    budgets = fit_to_positions(
+        np.maximum(budgets, 1),
+        position_limit,
+        max_length,
+        f"`max_length` is too large for this model: {max_length} tokens need "
+        f"{max_length} decoder positions, but its learned position table has "
+        f"max_sequence_length={position_limit}. Pass max_length<={position_limit}.",
+    )
     longest = int(budgets.max())
     if max_length is None:
         # Room for any row of this width: the compiled search's shapes then follow the
@@ -190,35 +215,15 @@ def generate_seq2seq(
         longest = max(longest, source.shape[1] + EXTRA_LENGTH)
         if position_limit is not None:
             longest = min(longest, position_limit)
-    cache_length = bucket_length(longest, position_limit)
-    columns = cache_length + 1  # the start token, then the generated tokens
+    return _Budgets(budgets, bucket_length(longest, position_limit))
+
+
+def _pad_source(source, position_limit, pad_id):
+    """`source` padded to its length bucket, so that nearby lengths share a program."""
     source_columns = bucket_length(source.shape[1], position_limit)
     if source_columns < source.shape[1]:
         raise ValueError(
             f"`encoder_token_ids` is longer ({source.shape[1]}) than the model's learned "
             f"position table (max_sequence_length={position_limit})."
         )
-    source = np.pad(
-        source, ((0, 0), (0, source_columns - source.shape[1])), constant_values=model.pad_id
-    )
-    sequences = np.full((source.shape[0], columns), model.pad_id, "int32")
-    sequences[:, 0] = start_id
-    limits = (1 + budgets).astype("int32")
-
-    function = compiled_function(
-        model, ("seq2seq",) + options.static, lambda: make_search_fn(options), jit_compile
-    )
-    sequences, scores, num_columns = function(
-        ops.convert_to_tensor(source),
-        ops.convert_to_tensor(sequences),
-        ops.convert_to_tensor(limits),
-        tuple(ops.convert_to_tensor(value) for value in options.runtime),
-    )
-    return finish_outputs(
-        sequences,
-        scores,
-        num_columns,
-        first_column=1,
-        squeeze=num_return_sequences == 1,
-        return_scores=return_scores,
-    )
+    return np.pad(source, ((0, 0), (0, source_columns - source.shape[1])), constant_values=pad_id)
