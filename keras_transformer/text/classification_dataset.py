@@ -224,6 +224,43 @@ def _complete_batch(ids, labels, multiple):
     )
 
 
+def _tokenized_examples(texts, labels, tokenizer, max_length, head_fraction):
+    """A cached dataset of `(ids, label)` per text, ids from `tokenize_for_classification`."""
+
+    # Plain TensorFlow ops with no Python control flow on tensors: AutoGraph has nothing
+    # to convert, and skipping it saves re-parsing the source of every function called.
+    @tf.autograph.experimental.do_not_convert
+    def tokenize(chunk_texts, chunk_labels):
+        ids = tokenize_for_classification(tokenizer, chunk_texts, max_length, head_fraction)
+        return ids, chunk_labels
+
+    dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
+    # Tokenizing a chunk at a time is much faster than one text per call.
+    dataset = dataset.batch(_TOKENIZE_CHUNK).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    # Unbatched ragged rows keep a ragged spec that `padded_batch` rejects; an identity
+    # map turns them into plain 1-D tensors.
+    return dataset.unbatch().map(lambda ids, label: (ids, label)).cache()
+
+
+def _bucketed_batches(dataset, batch_size, max_length, pad_id, num_examples, shuffle, seed):
+    """Padded batches of `batch_size` similar-length examples, in shuffled order if `shuffle`."""
+    boundaries = length_bucket_boundaries(max_length)
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=lambda ids, label: tf.size(ids),
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+        padded_shapes=([None], []),
+        padding_values=(pad_id, 0),
+    )
+    if shuffle:
+        # A buffer as large as an epoch's batches: every bucket's leftover batch is
+        # flushed when the examples run out, and they should not all come last.
+        batch_buffer = math.ceil(num_examples / batch_size) + len(boundaries) + 1
+        batch_seed = None if seed is None else seed + 1
+        dataset = dataset.shuffle(batch_buffer, seed=batch_seed, reshuffle_each_iteration=True)
+    return dataset
+
+
 def make_classification_dataset(
     texts,
     labels,
@@ -334,36 +371,13 @@ def make_classification_dataset(
             f"Received: pad_id={tokenizer.pad_id}"
         )
 
-    # Plain TensorFlow ops with no Python control flow on tensors: AutoGraph has nothing
-    # to convert, and skipping it saves re-parsing the source of every function called.
-    @tf.autograph.experimental.do_not_convert
-    def tokenize(chunk_texts, chunk_labels):
-        ids = tokenize_for_classification(tokenizer, chunk_texts, max_length, head_fraction)
-        return ids, chunk_labels
-
-    dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
-    # Tokenizing a chunk at a time is much faster than one text per call.
-    dataset = dataset.batch(_TOKENIZE_CHUNK).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
-    # Unbatched ragged rows keep a ragged spec that `padded_batch` rejects; an identity
-    # map turns them into plain 1-D tensors.
-    dataset = dataset.unbatch().map(lambda ids, label: (ids, label)).cache()
+    dataset = _tokenized_examples(texts, labels, tokenizer, max_length, head_fraction)
     if shuffle:
         dataset = dataset.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
     if bucket:
-        boundaries = length_bucket_boundaries(max_length)
-        dataset = dataset.bucket_by_sequence_length(
-            element_length_func=lambda ids, label: tf.size(ids),
-            bucket_boundaries=boundaries,
-            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
-            padded_shapes=([None], []),
-            padding_values=(tokenizer.pad_id, 0),
+        dataset = _bucketed_batches(
+            dataset, batch_size, max_length, tokenizer.pad_id, len(texts), shuffle, seed
         )
-        if shuffle:
-            # A buffer as large as an epoch's batches: every bucket's leftover batch is
-            # flushed when the examples run out, and they should not all come last.
-            batch_buffer = math.ceil(len(texts) / batch_size) + len(boundaries) + 1
-            batch_seed = None if seed is None else seed + 1
-            dataset = dataset.shuffle(batch_buffer, seed=batch_seed, reshuffle_each_iteration=True)
     else:
         dataset = dataset.padded_batch(
             batch_size, padded_shapes=([None], []), padding_values=(tokenizer.pad_id, 0)

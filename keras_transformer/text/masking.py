@@ -51,6 +51,51 @@ def _random_regular_ids(seed, shape, vocabulary_size, excluded):
     return ids
 
 
+def _excluded_ids(special_ids, mask_id, pad_id, vocabulary_size):
+    """The sorted ids never chosen nor drawn as random ids: specials, `mask_id`, `pad_id`."""
+    for special_id in special_ids:
+        if not is_int(special_id):
+            raise ValueError(
+                f"`special_ids` must hold int ids. Received: special_ids={special_ids!r}."
+            )
+        if not 0 <= special_id < vocabulary_size:
+            raise ValueError(
+                f"`special_ids` must lie in [0, vocabulary_size={vocabulary_size}). "
+                f"Received: special_ids={special_ids!r}."
+            )
+    excluded = sorted(set(special_ids) | {mask_id, pad_id})
+    if len(excluded) >= vocabulary_size:
+        raise ValueError(
+            f"`special_ids` and `mask_id` ({excluded}) leave no regular id in a vocabulary "
+            f"of {vocabulary_size}."
+        )
+    return excluded
+
+
+def _chosen_positions(token_ids, excluded, mask_rate, max_predictions, select_seed):
+    """`(positions, used)`: each row's chosen positions, ascending, and the slots in use."""
+    batch_size, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+    maskable = tf.reduce_all(token_ids[..., None] != tf.constant(excluded, tf.int32), axis=-1)
+    num_maskable = tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1)
+    num_chosen = tf.cast(tf.round(mask_rate * tf.cast(num_maskable, tf.float32)), tf.int32)
+    num_chosen = tf.maximum(num_chosen, tf.minimum(num_maskable, 1))
+    if max_predictions is not None:
+        num_chosen = tf.minimum(num_chosen, max_predictions)
+    num_predictions = tf.reduce_max(tf.concat([num_chosen, [0]], axis=0))
+
+    # A random order of each row's maskable positions: the first `num_chosen` are chosen.
+    scores = tf.random.stateless_uniform([batch_size, length], select_seed)
+    scores = tf.where(maskable, scores, -1.0)
+    by_score = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
+    by_score = tf.cast(by_score[:, :num_predictions], tf.int32)
+    used = tf.range(num_predictions)[None, :] < num_chosen[:, None]
+    # Ascending positions, unused slots last, then pointing at position 0.
+    positions = tf.sort(tf.where(used, by_score, length), axis=1)
+    used = positions < length
+    positions = tf.where(used, positions, 0)
+    return positions, used
+
+
 def mask_tokens(
     token_ids,
     mask_id,
@@ -132,22 +177,7 @@ def mask_tokens(
     _check_arguments(
         mask_id, vocabulary_size, mask_rate, mask_token_rate, random_token_rate, max_predictions
     )
-    for special_id in special_ids:
-        if not is_int(special_id):
-            raise ValueError(
-                f"`special_ids` must hold int ids. Received: special_ids={special_ids!r}."
-            )
-        if not 0 <= special_id < vocabulary_size:
-            raise ValueError(
-                f"`special_ids` must lie in [0, vocabulary_size={vocabulary_size}). "
-                f"Received: special_ids={special_ids!r}."
-            )
-    excluded = sorted(set(special_ids) | {mask_id, pad_id})
-    if len(excluded) >= vocabulary_size:
-        raise ValueError(
-            f"`special_ids` and `mask_id` ({excluded}) leave no regular id in a vocabulary "
-            f"of {vocabulary_size}."
-        )
+    excluded = _excluded_ids(special_ids, mask_id, pad_id, vocabulary_size)
     if isinstance(token_ids, tf.RaggedTensor):
         token_ids = token_ids.to_tensor(default_value=pad_id)
     token_ids = tf.cast(tf.convert_to_tensor(token_ids), tf.int32)
@@ -161,25 +191,9 @@ def mask_tokens(
         tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 3)
     )
 
-    batch_size, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
-    maskable = tf.reduce_all(token_ids[..., None] != tf.constant(excluded, tf.int32), axis=-1)
-    num_maskable = tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1)
-    num_chosen = tf.cast(tf.round(mask_rate * tf.cast(num_maskable, tf.float32)), tf.int32)
-    num_chosen = tf.maximum(num_chosen, tf.minimum(num_maskable, 1))
-    if max_predictions is not None:
-        num_chosen = tf.minimum(num_chosen, max_predictions)
-    num_predictions = tf.reduce_max(tf.concat([num_chosen, [0]], axis=0))
-
-    # A random order of each row's maskable positions: the first `num_chosen` are chosen.
-    scores = tf.random.stateless_uniform([batch_size, length], select_seed)
-    scores = tf.where(maskable, scores, -1.0)
-    by_score = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
-    by_score = tf.cast(by_score[:, :num_predictions], tf.int32)
-    used = tf.range(num_predictions)[None, :] < num_chosen[:, None]
-    # Ascending positions, unused slots last, then pointing at position 0.
-    positions = tf.sort(tf.where(used, by_score, length), axis=1)
-    used = positions < length
-    positions = tf.where(used, positions, 0)
+    positions, used = _chosen_positions(
+        token_ids, excluded, mask_rate, max_predictions, select_seed
+    )
     labels = tf.where(used, tf.gather(token_ids, positions, batch_dims=1), pad_id)
 
     action = tf.random.stateless_uniform(tf.shape(positions), action_seed)
@@ -189,6 +203,7 @@ def mask_tokens(
         mask_id,
         tf.where(action < mask_token_rate + random_token_rate, random_ids, labels),
     )
+    batch_size = tf.shape(token_ids)[0]
     rows = tf.broadcast_to(tf.range(batch_size)[:, None], tf.shape(positions))
     indices = tf.boolean_mask(tf.stack([rows, positions], axis=-1), used)
     masked = tf.tensor_scatter_nd_update(token_ids, indices, tf.boolean_mask(replacement, used))

@@ -48,6 +48,51 @@ def _sentencepiece_tokenizer(model_proto):
     return tokenizer
 
 
+def _check_train_arguments(vocabulary_size, model_type, byte_fallback, mask_token):
+    """Returns nothing; raises `ValueError` for a bad model type, mask flag or vocabulary size."""
+    if model_type not in ("bpe", "unigram"):
+        raise ValueError(
+            f"`model_type` must be 'bpe' or 'unigram'. Received: model_type={model_type!r}"
+        )
+    if not isinstance(mask_token, bool):
+        raise ValueError(f"`mask_token` must be a bool. Received: mask_token={mask_token!r}")
+    minimum = len(_SPECIAL_PIECES) + int(mask_token) + (_BYTE_PIECES if byte_fallback else 0) + 1
+    if not is_int(vocabulary_size):
+        raise ValueError(
+            f"`vocabulary_size` must be an int. Received: vocabulary_size={vocabulary_size!r}"
+        )
+    if vocabulary_size < minimum:
+        raise ValueError(
+            f"`vocabulary_size` must be at least {minimum} (4 special ids"
+            f"{' + the mask id' if mask_token else ''}"
+            f"{' + 256 byte pieces' if byte_fallback else ''} + 1). "
+            f"Received: vocabulary_size={vocabulary_size}"
+        )
+
+
+def _training_sentences(texts):
+    """The non-empty sentences of `texts` as a list of str, bytes decoded from UTF-8."""
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(
+            "`texts` must be an iterable of sentences, not a single string. "
+            "Wrap it in a list: `train([text])`."
+        )
+    sentences = []
+    for text in texts:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        if not isinstance(text, str):
+            raise ValueError(
+                f"`texts` must hold str (or UTF-8 bytes) items. Received an item of type "
+                f"{type(text).__name__}: {text!r}"
+            )
+        if text:
+            sentences.append(text)
+    if not sentences:
+        raise ValueError("`texts` holds no non-empty sentence; pass the training sentences.")
+    return sentences
+
+
 class SubwordTokenizer(tf.Module):
     """Subword tokenizer: text ↔ int32 ids with a SentencePiece model.
 
@@ -193,44 +238,8 @@ class SubwordTokenizer(tf.Module):
         """
         import sentencepiece  # Only learning a vocabulary needs it; tokenizing does not.
 
-        if model_type not in ("bpe", "unigram"):
-            raise ValueError(
-                f"`model_type` must be 'bpe' or 'unigram'. Received: model_type={model_type!r}"
-            )
-        if not isinstance(mask_token, bool):
-            raise ValueError(f"`mask_token` must be a bool. Received: mask_token={mask_token!r}")
-        minimum = (
-            len(_SPECIAL_PIECES) + int(mask_token) + (_BYTE_PIECES if byte_fallback else 0) + 1
-        )
-        if not is_int(vocabulary_size):
-            raise ValueError(
-                f"`vocabulary_size` must be an int. Received: vocabulary_size={vocabulary_size!r}"
-            )
-        if vocabulary_size < minimum:
-            raise ValueError(
-                f"`vocabulary_size` must be at least {minimum} (4 special ids"
-                f"{' + the mask id' if mask_token else ''}"
-                f"{' + 256 byte pieces' if byte_fallback else ''} + 1). "
-                f"Received: vocabulary_size={vocabulary_size}"
-            )
-        if isinstance(texts, (str, bytes)):
-            raise ValueError(
-                "`texts` must be an iterable of sentences, not a single string. "
-                "Wrap it in a list: `train([text])`."
-            )
-        sentences = []
-        for text in texts:
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
-            if not isinstance(text, str):
-                raise ValueError(
-                    f"`texts` must hold str (or UTF-8 bytes) items. Received an item of type "
-                    f"{type(text).__name__}: {text!r}"
-                )
-            if text:
-                sentences.append(text)
-        if not sentences:
-            raise ValueError("`texts` holds no non-empty sentence; pass the training sentences.")
+        _check_train_arguments(vocabulary_size, model_type, byte_fallback, mask_token)
+        sentences = _training_sentences(texts)
         model = io.BytesIO()
         try:
             sentencepiece.SentencePieceTrainer.train(

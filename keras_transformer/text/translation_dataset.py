@@ -225,6 +225,82 @@ def _sampled_ids_dataset(pairs, tokenizer, dropouts, seed, max_length):
     return dataset.map(to_examples).unbatch().map(lambda *ids: ids)
 
 
+def _check_batch_sizes(tokens_per_batch, max_length, min_tokens_per_batch, batch_size_multiple):
+    """Returns `None`; raises `ValueError` for sizes that cannot form budgeted batches."""
+    for name, value in (("tokens_per_batch", tokens_per_batch), ("max_length", max_length)):
+        if not is_int(value) or value < 2:
+            raise ValueError(f"`{name}` must be an int >= 2. Received: {name}={value!r}")
+    if not is_int(batch_size_multiple) or batch_size_multiple < 1:
+        raise ValueError(
+            "`batch_size_multiple` must be a positive int, e.g. the data-parallel size of a "
+            f"device mesh. Received: batch_size_multiple={batch_size_multiple!r}"
+        )
+    if max_length > tokens_per_batch:
+        raise ValueError(
+            f"`max_length` ({max_length}) must be <= `tokens_per_batch` ({tokens_per_batch}), "
+            "or a single pair could not fit in a batch. Raise `tokens_per_batch` or lower "
+            "`max_length`."
+        )
+    if not is_int(min_tokens_per_batch) or not 0 <= min_tokens_per_batch <= tokens_per_batch:
+        raise ValueError(
+            "`min_tokens_per_batch` must be an int between 0 and `tokens_per_batch` "
+            f"({tokens_per_batch}), e.g. a quarter of it. Received: "
+            f"min_tokens_per_batch={min_tokens_per_batch!r}"
+        )
+
+
+def _tokenized_pairs(pairs, tokenizer, subword_dropouts, seed, cut_to):
+    """A dataset of `(encoder ids, decoder ids, labels)` per pair, cut to `cut_to` if set."""
+    if any(subword_dropouts):
+        return _sampled_ids_dataset(pairs, tokenizer, subword_dropouts, seed, cut_to)
+
+    def tokenize(sources, targets):
+        encoder_ids = tokenize_source(tokenizer, sources, max_length=cut_to)
+        decoder_ids, labels = tokenize_target(tokenizer, targets, max_length=cut_to)
+        return encoder_ids, decoder_ids, labels
+
+    dataset = _as_pair_dataset(pairs)
+    # Tokenizing a chunk at a time is much faster than one sentence per call.
+    dataset = dataset.batch(_TOKENIZE_CHUNK).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    # Unbatching ragged rows yields rank-1 "ragged" specs that `padded_batch`
+    # rejects; passing them through a map turns them into plain tensors.
+    return dataset.unbatch().map(lambda *ids: ids)
+
+
+def _bucketed_batches(
+    dataset, tokens_per_batch, max_length, multiple, pad_to_bucket_boundary, pad_id
+):
+    """Padded batches of similar-length examples, each within `tokens_per_batch` a side."""
+    boundaries = length_bucket_boundaries(max_length)
+    # A bucket's sequences are at most `boundary - 1` long, so this many fit the budget.
+    batch_sizes = [
+        max(multiple, tokens_per_batch // (boundary - 1) // multiple * multiple)
+        for boundary in boundaries
+    ]
+    batch_sizes.append(batch_sizes[-1])  # Never used: lengths stop at max_length.
+    return dataset.bucket_by_sequence_length(
+        element_length_func=lambda encoder_ids, decoder_ids, labels: tf.maximum(
+            tf.size(encoder_ids), tf.size(decoder_ids)
+        ),
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=batch_sizes,
+        padded_shapes=([None], [None], [None]),
+        padding_values=(pad_id, pad_id, pad_id),
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+    )
+
+
+def _rows_padded_to_multiple(dataset, multiple, pad_id):
+    """`dataset` with rows of `pad_id` added until every batch size is a multiple of `multiple`."""
+
+    # The flushed partial batches: whole rows of padding carry no label and no loss.
+    def pad_rows(*ids):
+        missing = tf.math.floormod(-tf.shape(ids[0])[0], multiple)
+        return tuple(tf.pad(part, [[0, missing], [0, 0]], constant_values=pad_id) for part in ids)
+
+    return dataset.map(pad_rows)
+
+
 def make_translation_dataset(
     pairs,
     tokenizer,
@@ -334,26 +410,7 @@ def make_translation_dataset(
     A real corpus goes the same way, e.g. Multi30k with `shuffle=True` for
     training and the default budget of 4096 tokens a side.
     """
-    for name, value in (("tokens_per_batch", tokens_per_batch), ("max_length", max_length)):
-        if not is_int(value) or value < 2:
-            raise ValueError(f"`{name}` must be an int >= 2. Received: {name}={value!r}")
-    if not is_int(batch_size_multiple) or batch_size_multiple < 1:
-        raise ValueError(
-            "`batch_size_multiple` must be a positive int, e.g. the data-parallel size of a "
-            f"device mesh. Received: batch_size_multiple={batch_size_multiple!r}"
-        )
-    if max_length > tokens_per_batch:
-        raise ValueError(
-            f"`max_length` ({max_length}) must be <= `tokens_per_batch` ({tokens_per_batch}), "
-            "or a single pair could not fit in a batch. Raise `tokens_per_batch` or lower "
-            "`max_length`."
-        )
-    if not is_int(min_tokens_per_batch) or not 0 <= min_tokens_per_batch <= tokens_per_batch:
-        raise ValueError(
-            "`min_tokens_per_batch` must be an int between 0 and `tokens_per_batch` "
-            f"({tokens_per_batch}), e.g. a quarter of it. Received: "
-            f"min_tokens_per_batch={min_tokens_per_batch!r}"
-        )
+    _check_batch_sizes(tokens_per_batch, max_length, min_tokens_per_batch, batch_size_multiple)
     subword_dropout = _subword_dropouts(subword_dropout)
     if any(subword_dropout) and isinstance(pairs, tf.data.Dataset):
         raise ValueError(
@@ -365,21 +422,7 @@ def make_translation_dataset(
         raise ValueError(f"The tokenizer's `pad_id` must be 0. Received: pad_id={pad_id}")
 
     cut_to = max_length if truncate else None
-
-    def tokenize(sources, targets):
-        encoder_ids = tokenize_source(tokenizer, sources, max_length=cut_to)
-        decoder_ids, labels = tokenize_target(tokenizer, targets, max_length=cut_to)
-        return encoder_ids, decoder_ids, labels
-
-    if any(subword_dropout):
-        dataset = _sampled_ids_dataset(pairs, tokenizer, subword_dropout, seed, cut_to)
-    else:
-        dataset = _as_pair_dataset(pairs)
-        # Tokenizing a chunk at a time is much faster than one sentence per call.
-        dataset = dataset.batch(_TOKENIZE_CHUNK).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
-        # Unbatching ragged rows yields rank-1 "ragged" specs that `padded_batch`
-        # rejects; passing them through a map turns them into plain tensors.
-        dataset = dataset.unbatch().map(lambda *ids: ids)
+    dataset = _tokenized_pairs(pairs, tokenizer, subword_dropout, seed, cut_to)
     if not truncate:
         dataset = dataset.filter(
             lambda encoder_ids, decoder_ids, labels: tf.logical_and(
@@ -391,23 +434,8 @@ def make_translation_dataset(
     if shuffle:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
 
-    boundaries = length_bucket_boundaries(max_length)
-    # A bucket's sequences are at most `boundary - 1` long, so this many fit the budget.
-    multiple = batch_size_multiple
-    batch_sizes = [
-        max(multiple, tokens_per_batch // (boundary - 1) // multiple * multiple)
-        for boundary in boundaries
-    ]
-    batch_sizes.append(batch_sizes[-1])  # Never used: lengths stop at max_length.
-    dataset = dataset.bucket_by_sequence_length(
-        element_length_func=lambda encoder_ids, decoder_ids, labels: tf.maximum(
-            tf.size(encoder_ids), tf.size(decoder_ids)
-        ),
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=batch_sizes,
-        padded_shapes=([None], [None], [None]),
-        padding_values=(pad_id, pad_id, pad_id),
-        pad_to_bucket_boundary=pad_to_bucket_boundary,
+    dataset = _bucketed_batches(
+        dataset, tokens_per_batch, max_length, batch_size_multiple, pad_to_bucket_boundary, pad_id
     )
     if min_tokens_per_batch:
         dataset = dataset.filter(
@@ -415,15 +443,8 @@ def make_translation_dataset(
                 tf.maximum(tf.size(encoder_ids), tf.size(decoder_ids)) >= min_tokens_per_batch
             )
         )
-    if multiple > 1:
-        # The flushed partial batches: whole rows of padding carry no label and no loss.
-        def pad_rows(*ids):
-            missing = tf.math.floormod(-tf.shape(ids[0])[0], multiple)
-            return tuple(
-                tf.pad(part, [[0, missing], [0, 0]], constant_values=pad_id) for part in ids
-            )
-
-        dataset = dataset.map(pad_rows)
+    if batch_size_multiple > 1:
+        dataset = _rows_padded_to_multiple(dataset, batch_size_multiple, pad_id)
     if shuffle:
         # Spreads each epoch's flushed partial batches among the full ones.
         dataset = dataset.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
