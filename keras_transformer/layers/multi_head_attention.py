@@ -323,46 +323,11 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             if tensor is not None:
                 check_rank(name, tensor.shape, 3, "`(batch, length, features)`")
 
-        self_attention = key is None and value is query
-        if self_attention and self._value_dim == self._key_dim and not self._quantized():
-            q, k, v = self._project_self_attention(query)
-        else:
-            q = self._dense(self.query_dense, query, 1)
-            k = v = None
-            if cache is None or cache_update_index is not None:
-                k = self._dense(self.key_dense, value if key is None else key, 1)
-                v = self._dense(self.value_dense, value, 1)
-
-        if cache is not None:
-            if cache_update_index is None:
-                k, v = cache[:, 0], cache[:, 1]
-                new_cache = cache
-            else:
-                # One write of the new steps into the cache itself, which XLA does in
-                # place in a decoding loop; slicing keys and values out first and
-                # stacking them again copied the whole cache every step.
-                new_steps = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
-                new_cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new_steps)
-                k, v = new_cache[:, 0], new_cache[:, 1]
-
-        query_length, key_length = q.shape[1], k.shape[1]
-        check_mask_shape(attention_mask, query_length, key_length)
-        if cache is not None:
-            # Keras masks describe the new steps only, not the cached positions.
-            value_mask = key_mask = None
-        mask = merge_masks(
-            None if query_mask is None else ops.expand_dims(query_mask, -1),
-            None if value_mask is None else ops.expand_dims(value_mask, -2),
-            None if key_mask is None else ops.expand_dims(key_mask, -2),
-            attention_mask,
-        )
-        if cache is not None and cache_update_index is not None:
-            # Unfilled cache slots lie in every new step's future, so this also hides them.
-            filled = causal_mask(ops.shape(q)[1], ops.shape(k)[1], cache_update_index)
-            mask = merge_masks(mask, filled[None])
-        elif use_causal_mask:
-            mask = merge_masks(mask, causal_mask(ops.shape(q)[1], ops.shape(k)[1])[None])
-
+        q, k, v, new_cache = self._project(query, value, key, cache, cache_update_index)
+        mask = self._attention_mask(
+            q, k, attention_mask, use_causal_mask, cache, cache_update_index,
+            query_mask, value_mask, key_mask,
+        )  # fmt: skip
         attended = scaled_dot_product_attention(
             q,
             k,
@@ -385,6 +350,59 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         if cache is not None:
             results += (new_cache,)
         return results[0] if len(results) == 1 else results
+
+    def _project(self, query, value, key, cache, cache_update_index):
+        """`(q, k, v, new_cache)`: the projected heads, with the cache read and written."""
+        self_attention = key is None and value is query
+        if self_attention and self._value_dim == self._key_dim and not self._quantized():
+            q, k, v = self._project_self_attention(query)
+        else:
+            q = self._dense(self.query_dense, query, 1)
+            k = v = None
+            if cache is None or cache_update_index is not None:
+                k = self._dense(self.key_dense, value if key is None else key, 1)
+                v = self._dense(self.value_dense, value, 1)
+        if cache is None:
+            return q, k, v, None
+        if cache_update_index is None:
+            return q, cache[:, 0], cache[:, 1], cache
+        # One write of the new steps into the cache itself, which XLA does in place in a
+        # decoding loop; slicing keys and values out first and stacking them again copied
+        # the whole cache every step.
+        new_steps = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
+        new_cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new_steps)
+        return q, new_cache[:, 0], new_cache[:, 1], new_cache
+
+    def _attention_mask(
+        self,
+        q,
+        k,
+        attention_mask,
+        use_causal_mask,
+        cache,
+        cache_update_index,
+        query_mask,
+        value_mask,
+        key_mask,
+    ):
+        """The boolean `(batch, T, S)` mask of the attention, or `None`."""
+        check_mask_shape(attention_mask, q.shape[1], k.shape[1])
+        if cache is not None:
+            # Keras masks describe the new steps only, not the cached positions.
+            value_mask = key_mask = None
+        mask = merge_masks(
+            None if query_mask is None else ops.expand_dims(query_mask, -1),
+            None if value_mask is None else ops.expand_dims(value_mask, -2),
+            None if key_mask is None else ops.expand_dims(key_mask, -2),
+            attention_mask,
+        )
+        if cache is not None and cache_update_index is not None:
+            # Unfilled cache slots lie in every new step's future, so this also hides them.
+            filled = causal_mask(ops.shape(q)[1], ops.shape(k)[1], cache_update_index)
+            return merge_masks(mask, filled[None])
+        if use_causal_mask:
+            return merge_masks(mask, causal_mask(ops.shape(q)[1], ops.shape(k)[1])[None])
+        return mask
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         output_dim = self.output_dim or query_shape[-1]

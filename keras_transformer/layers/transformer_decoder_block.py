@@ -127,38 +127,11 @@ class TransformerDecoderBlock(TransformerBlockBase):
         decoder_attention_mask=None,
         encoder_attention_mask=None,
     ):
-        check_rank("inputs", inputs.shape, 3, "`(batch, length, width)`")
-        if self.cross_attention and encoder_outputs is None and cross_attention_cache is None:
-            raise ValueError(
-                "This block has `cross_attention=True`, so it needs `encoder_outputs` "
-                "(or a precomputed `cross_attention_cache`). Pass them, or build the block "
-                "with `cross_attention=False` for a decoder-only model."
-            )
-        if not self.cross_attention and encoder_outputs is not None:
-            raise ValueError(
-                "`encoder_outputs` was passed to a block built with `cross_attention=False`. "
-                "Build it with `cross_attention=True` to attend to an encoder."
-            )
-        if encoder_outputs is not None:
-            check_rank("encoder_outputs", encoder_outputs.shape, 3, "`(batch, length, width)`")
-        if self_attention_cache is not None and cache_update_index is None:
-            raise ValueError("`self_attention_cache` needs `cache_update_index`, the step index.")
-
-        target_length = inputs.shape[1]
-        self_key_length = (
-            self_attention_cache.shape[2] if self_attention_cache is not None else target_length
+        self._check_call_arguments(
+            inputs, encoder_outputs, self_attention_cache, cross_attention_cache, cache_update_index
         )
-        if decoder_padding_mask is None and self_attention_cache is None:
-            decoder_padding_mask = get_keras_mask(inputs)
-        check_mask_shape(
-            decoder_padding_mask, None, self_key_length, name="decoder_padding_mask", ranks=(2,)
-        )
-        check_mask_shape(decoder_attention_mask, target_length, self_key_length)
-        self_mask = merge_masks(
-            None
-            if decoder_padding_mask is None
-            else padding_to_attention_mask(decoder_padding_mask),
-            decoder_attention_mask,
+        self_mask = self._self_attention_mask(
+            inputs, decoder_padding_mask, decoder_attention_mask, self_attention_cache
         )
         scores = {}
 
@@ -185,40 +158,14 @@ class TransformerDecoderBlock(TransformerBlockBase):
             scores["self_attention"], extras = extras[0], extras[1:]
         if self_attention_cache is not None:
             self_attention_cache = extras[0]
-
         if self.cross_attention:
-            if cross_attention_cache is not None:
-                source_length = cross_attention_cache.shape[2]
-            else:
-                source_length = encoder_outputs.shape[1]
-                if encoder_padding_mask is None:
-                    encoder_padding_mask = get_keras_mask(encoder_outputs)
-            check_mask_shape(
-                encoder_padding_mask, None, source_length, name="encoder_padding_mask", ranks=(2,)
-            )
-            check_mask_shape(encoder_attention_mask, target_length, source_length)
-            cross_mask = merge_masks(
-                None
-                if encoder_padding_mask is None
-                else padding_to_attention_mask(encoder_padding_mask),
-                encoder_attention_mask,
-            )
-
-            def cross_attention(h):
-                return self.cross_attention_layer(
-                    h,
-                    encoder_outputs,
-                    attention_mask=cross_mask,
-                    cache=cross_attention_cache,
-                    return_attention_scores=return_attention_scores,
-                    training=training,
-                )
-
-            x, extras = self._residual(
+            x, extras = self._cross_attention_residual(
                 x,
-                self.cross_attention_layer_norm,
-                self.cross_attention_dropout,
-                cross_attention,
+                encoder_outputs,
+                encoder_padding_mask,
+                encoder_attention_mask,
+                cross_attention_cache,
+                return_attention_scores,
                 training,
             )
             if return_attention_scores:
@@ -231,6 +178,99 @@ class TransformerDecoderBlock(TransformerBlockBase):
         if self_attention_cache is not None:
             results += (self_attention_cache, cross_attention_cache)
         return results[0] if len(results) == 1 else results
+
+    def _check_call_arguments(
+        self,
+        inputs,
+        encoder_outputs,
+        self_attention_cache,
+        cross_attention_cache,
+        cache_update_index,
+    ):
+        """Raises a `ValueError` naming the argument and the fix for a call that cannot run."""
+        check_rank("inputs", inputs.shape, 3, "`(batch, length, width)`")
+        if self.cross_attention and encoder_outputs is None and cross_attention_cache is None:
+            raise ValueError(
+                "This block has `cross_attention=True`, so it needs `encoder_outputs` "
+                "(or a precomputed `cross_attention_cache`). Pass them, or build the block "
+                "with `cross_attention=False` for a decoder-only model."
+            )
+        if not self.cross_attention and encoder_outputs is not None:
+            raise ValueError(
+                "`encoder_outputs` was passed to a block built with `cross_attention=False`. "
+                "Build it with `cross_attention=True` to attend to an encoder."
+            )
+        if encoder_outputs is not None:
+            check_rank("encoder_outputs", encoder_outputs.shape, 3, "`(batch, length, width)`")
+        if self_attention_cache is not None and cache_update_index is None:
+            raise ValueError("`self_attention_cache` needs `cache_update_index`, the step index.")
+
+    def _self_attention_mask(
+        self, inputs, decoder_padding_mask, decoder_attention_mask, self_attention_cache
+    ):
+        """The self-attention's mask from the padding and attention masks (causality aside)."""
+        target_length = inputs.shape[1]
+        self_key_length = (
+            self_attention_cache.shape[2] if self_attention_cache is not None else target_length
+        )
+        if decoder_padding_mask is None and self_attention_cache is None:
+            decoder_padding_mask = get_keras_mask(inputs)
+        check_mask_shape(
+            decoder_padding_mask, None, self_key_length, name="decoder_padding_mask", ranks=(2,)
+        )
+        check_mask_shape(decoder_attention_mask, target_length, self_key_length)
+        return merge_masks(
+            None
+            if decoder_padding_mask is None
+            else padding_to_attention_mask(decoder_padding_mask),
+            decoder_attention_mask,
+        )
+
+    def _cross_attention_residual(
+        self,
+        x,
+        encoder_outputs,
+        encoder_padding_mask,
+        encoder_attention_mask,
+        cross_attention_cache,
+        return_attention_scores,
+        training,
+    ):
+        """The cross-attention sub-layer with its residual: `(outputs, extras)`."""
+        if cross_attention_cache is not None:
+            source_length = cross_attention_cache.shape[2]
+        else:
+            source_length = encoder_outputs.shape[1]
+            if encoder_padding_mask is None:
+                encoder_padding_mask = get_keras_mask(encoder_outputs)
+        check_mask_shape(
+            encoder_padding_mask, None, source_length, name="encoder_padding_mask", ranks=(2,)
+        )
+        check_mask_shape(encoder_attention_mask, x.shape[1], source_length)
+        cross_mask = merge_masks(
+            None
+            if encoder_padding_mask is None
+            else padding_to_attention_mask(encoder_padding_mask),
+            encoder_attention_mask,
+        )
+
+        def cross_attention(h):
+            return self.cross_attention_layer(
+                h,
+                encoder_outputs,
+                attention_mask=cross_mask,
+                cache=cross_attention_cache,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            )
+
+        return self._residual(
+            x,
+            self.cross_attention_layer_norm,
+            self.cross_attention_dropout,
+            cross_attention,
+            training,
+        )
 
     def compute_output_spec(
         self,

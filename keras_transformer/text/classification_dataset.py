@@ -12,19 +12,16 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.text.translation_dataset import length_bucket_boundaries
+from keras_transformer.validation import is_int, is_real
 
 _TOKENIZE_CHUNK = 1024
 _SPECIAL_IDS_PER_ROW = 2  # start id and end id
 
 
-def _is_int(value):
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
 def _check_max_length(max_length, allow_none):
     if max_length is None and allow_none:
         return None
-    if not _is_int(max_length) or max_length < 3:
+    if not is_int(max_length) or max_length < 3:
         allowed = "None or an int >= 3" if allow_none else "an int >= 3"
         raise ValueError(
             f"`max_length` must be {allowed}: it counts every id of a row, the start and end "
@@ -34,10 +31,7 @@ def _check_max_length(max_length, allow_none):
 
 
 def _check_head_fraction(head_fraction):
-    valid = isinstance(head_fraction, (int, float, np.integer, np.floating)) and not isinstance(
-        head_fraction, (bool, np.bool_)
-    )
-    if not valid or not 0 <= head_fraction <= 1:
+    if not is_real(head_fraction) or not 0 <= head_fraction <= 1:
         raise ValueError(
             "`head_fraction` must be a float in [0, 1], the share of a truncated text's pieces "
             "taken from its beginning (e.g. 0.25; 1 keeps only the beginning, 0 only the end). "
@@ -184,7 +178,7 @@ def _check_labels(labels, num_texts, num_classes):
             f"{num_texts} texts."
         )
     for index, label in enumerate(labels):
-        if not _is_int(label):
+        if not is_int(label):
             raise ValueError(
                 f"`labels` must be integer class ids. Received labels[{index}]={label!r} "
                 f"({type(label).__name__}). Map class names to ids first, e.g. "
@@ -200,7 +194,7 @@ def _check_labels(labels, num_texts, num_classes):
 
 
 def _check_positive_int(name, value):
-    if not _is_int(value) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
     return int(value)
 
@@ -363,7 +357,7 @@ def make_classification_dataset(
         )
     max_length = _check_max_length(max_length, allow_none=False)
     head_fraction = _check_head_fraction(head_fraction)
-    if seed is not None and not _is_int(seed):
+    if seed is not None and not is_int(seed):
         raise ValueError(f"`seed` must be None or an int. Received: seed={seed!r}")
     if tokenizer.pad_id != 0:
         raise ValueError(
