@@ -9,6 +9,10 @@ not installed. The public class (`keras.optimizers.AdamW`) is the same optimizer
 same config on every backend, so configs are written with it, and read with it when an
 older save names the private one. Any other class from a backend's private modules is
 refused by name, before anything is imported.
+
+`compile` also stores its `jit_compile` as resolved on the backend it ran on: `"auto"`
+becomes `True` (XLA) on JAX and `False` on PyTorch, where `True` would mean `torch.compile`.
+A model built on another backend gets `"auto"` back, that backend's own default.
 """
 
 import keras
@@ -78,3 +82,33 @@ def private_backend_classes(config):
 
     visit(backend_neutral_config(config))
     return found
+
+
+def compiled_for_backend(config, saved_on, backend):
+    """`config`, a serialized model, to build on `backend` when `saved_on` wrote it.
+
+    Args:
+        config: the JSON-like dict of `keras.saving.serialize_keras_object(model)`.
+        saved_on: str, the backend that wrote it, or `None` when unknown.
+        backend: str, the backend that builds it.
+
+    Returns:
+        `config` itself on the same (or an unknown) backend; on another one, a copy whose
+        `compile_config` has `jit_compile="auto"`: the saved value only says how the saving
+        backend compiled (XLA on JAX, `torch.compile` on PyTorch).
+
+    Example:
+
+    >>> from keras_transformer.saving.backend_neutral import compiled_for_backend
+    >>> written_on_jax = {"class_name": "Model", "compile_config": {"jit_compile": True}}
+    >>> compiled_for_backend(written_on_jax, "jax", "torch")["compile_config"]
+    {'jit_compile': 'auto'}
+    >>> compiled_for_backend(written_on_jax, "jax", "jax")["compile_config"]
+    {'jit_compile': True}
+    """
+    compile_config = config.get("compile_config") if isinstance(config, dict) else None
+    if saved_on in (None, backend) or not isinstance(compile_config, dict):
+        return config
+    if "jit_compile" not in compile_config:
+        return config
+    return {**config, "compile_config": {**compile_config, "jit_compile": "auto"}}

@@ -12,6 +12,7 @@ import keras
 from keras_transformer.saving.atomic import recover_directory, write_directory
 from keras_transformer.saving.backend_neutral import (
     backend_neutral_config,
+    compiled_for_backend,
     private_backend_classes,
 )
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
@@ -296,6 +297,11 @@ def load_pretrained(directory):
     an empty directory or a missing path. If a save to `directory` was killed between
     its two renames, the previous save it had set aside is put back first.
 
+    A directory saved on another backend loads the same way. Its compile settings
+    are kept, except `jit_compile`, which Keras stores as the saving backend resolved
+    it (`True` on JAX, where it means XLA; on PyTorch it would mean `torch.compile`):
+    it is read as `"auto"`, this backend's default.
+
     Args:
         directory: str or path.
 
@@ -344,6 +350,11 @@ def load_pretrained(directory):
     config = _read_json_object(directory / CONFIG_FILE)
     _check_no_other_backend_class(directory / CONFIG_FILE, config)
     config = backend_neutral_config(config)  # an optimizer named by an older save
+    # Saved on JAX, `jit_compile=True` would train with `torch.compile` on PyTorch.
+    saved_on = metadata.get("backend")
+    config = compiled_for_backend(
+        config, saved_on if isinstance(saved_on, str) else None, keras.backend.backend()
+    )
     try:
         model = keras.saving.deserialize_keras_object(config)
     except Exception as error:

@@ -128,3 +128,27 @@ def test_saved_on_pytorch_loads_on_tensorflow_in_a_fresh_process(tmp_path):
     # Before: exit status -11, a segmentation fault while importing PyTorch's optimizer code.
     assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
     assert result.stdout.strip().splitlines()[-1] == "loaded on tensorflow"
+
+
+def rewrite_metadata(directory, change):
+    path = directory / "metadata.json"
+    metadata = json.loads(path.read_text(encoding="utf-8"))
+    change(metadata)
+    path.write_text(json.dumps(metadata), encoding="utf-8")
+
+
+@pytest.mark.backend_agnostic
+def test_jit_compile_saved_on_another_backend_is_this_backends_default(tmp_path):
+    model, directory = saved_compiled_classifier(tmp_path / "model")
+    default = model.jit_compile  # compiled with "auto": XLA on JAX, not on TensorFlow's CPU
+    other = "jax" if keras.backend.backend() != "jax" else "torch"
+
+    def compiled_the_other_way(config):
+        config["compile_config"]["jit_compile"] = not default
+
+    rewrite_config(directory, compiled_the_other_way)
+    # On the backend that saved it, the choice stays.
+    assert load_pretrained(directory).model.jit_compile is (not default)
+    rewrite_metadata(directory, lambda metadata: metadata.update(backend=other))
+    # Saved elsewhere, it says how that backend compiled: JAX's True is torch.compile here.
+    assert load_pretrained(directory).model.jit_compile is default
