@@ -67,7 +67,8 @@ def test_an_optimizer_saved_on_pytorch_by_name_loads_without_pytorchs_code(tmp_p
     rewrite_config(directory, as_written_on_pytorch_before)
     before = set(sys.modules)
     reloaded = load_pretrained(directory).model
-    # Importing it after TensorFlow crashed the process with a segmentation fault.
+    # Importing it brought PyTorch's backend code in: a segmentation fault where that import
+    # crashes, and an optimizer that cannot train on TensorFlow.
     assert not [name for name in set(sys.modules) - before if "backend.torch" in name]
     assert isinstance(reloaded.optimizer.inner_optimizer, keras.optimizers.AdamW)
     np.testing.assert_allclose(outputs(reloaded), outputs(model), rtol=1e-6, atol=1e-6)
@@ -125,7 +126,7 @@ def test_saved_on_pytorch_loads_on_tensorflow_in_a_fresh_process(tmp_path):
         text=True,
         timeout=300,
     )  # fmt: skip
-    # Before: exit status -11, a segmentation fault while importing PyTorch's optimizer code.
+    # Where importing PyTorch's optimizer code after TensorFlow crashes: exit status -11.
     assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
     assert result.stdout.strip().splitlines()[-1] == "loaded on tensorflow"
 
