@@ -67,19 +67,24 @@ LABELS = ["negative", "positive"]
 PRIVATE = "keras.src.backend."
 BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
 
-# The ids of every `Seq2SeqTransformer.generate` call of this process, in order: the
-# examples' `translate` loads its own model and returns text only.
-GENERATED = []
-_generate = kt.models.Seq2SeqTransformer.generate
 
+@contextlib.contextmanager
+def generations():
+    """The ids returned by the `Seq2SeqTransformer.generate` calls made inside, in order: the
+    examples' `translate` loads its own model and returns text only."""
+    calls = []
+    generate = kt.models.Seq2SeqTransformer.generate
 
-def _recording_generate(self, *args, **kwargs):
-    ids = _generate(self, *args, **kwargs)
-    GENERATED.append(np.asarray(ids))
-    return ids
+    def recording(self, *args, **kwargs):
+        ids = generate(self, *args, **kwargs)
+        calls.append(np.asarray(ids))
+        return ids
 
-
-kt.models.Seq2SeqTransformer.generate = _recording_generate
+    kt.models.Seq2SeqTransformer.generate = recording
+    try:
+        yield calls
+    finally:
+        kt.models.Seq2SeqTransformer.generate = generate
 
 
 def quietly(function, *args, **kwargs):
@@ -92,8 +97,9 @@ def translate_greedily(model, tokenizer):
     """The examples' translations of SENTENCES with `--beam-size 1`, and their ids."""
     from examples.translation.translator import translate
 
-    translations = translate(model, tokenizer, SENTENCES, beam_size=1)
-    return translations, GENERATED[-1]
+    with generations() as ids:
+        translations = translate(model, tokenizer, SENTENCES, beam_size=1)
+    return translations, ids[-1]
 
 
 def built_models(vocabulary_size):
@@ -253,8 +259,9 @@ def load(directory, out, examples):
         arguments = ["--model", str(directory / "classifier"), *TEXTS]
         result["predict"] = [list(row) for row in quietly(predict.main, arguments)]
         arguments = ["--model", str(directory / "seq2seq"), *SENTENCES]
-        result["translate"] = quietly(translate.main, arguments)
-        arrays["seq2seq_generated"] = GENERATED[-1]
+        with generations() as ids:
+            result["translate"] = quietly(translate.main, arguments)
+        arrays["seq2seq_generated"] = ids[-1]
         if here == "tensorflow":  # what the examples' `train` exports, from a loaded model
             from keras_transformer.saving import export_serving
 
