@@ -10,6 +10,11 @@ import h5py
 import keras
 
 from keras_transformer.saving.atomic import recover_directory, write_directory
+from keras_transformer.saving.backend_neutral import (
+    backend_neutral_config,
+    compiled_for_backend,
+    private_backend_classes,
+)
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.version import __version__
 
@@ -142,7 +147,8 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
     }
 
     def write(staging):
-        config = keras.saving.serialize_keras_object(model)
+        # Public class names only, so that every backend reads what this one writes.
+        config = backend_neutral_config(keras.saving.serialize_keras_object(model))
         (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2), encoding="utf-8")
         model.save_weights(staging / WEIGHTS_FILE)
         if tokenizer is not None:
@@ -223,6 +229,19 @@ def _check_directory(directory):
     # Otherwise some files are there: the missing one is named when it is read.
 
 
+def _check_no_other_backend_class(path, config):
+    """Importing another backend's private code crashes the process (PyTorch's after
+    TensorFlow's: a segmentation fault), so such a class is named and refused instead."""
+    here = keras.backend.backend()
+    for module, class_name, backend in private_backend_classes(config):
+        if backend != here:
+            raise PretrainedDirectoryError(
+                f"'{path}' names `{module}.{class_name}`, a class of Keras's private "
+                f"{backend} backend code, which this process ({here}) cannot import safely: "
+                f"load it with KERAS_BACKEND={backend}."
+            )
+
+
 def _check_weight_shapes(model, path):
     """Keras skips unmatched entries silently; a file of another model must fail instead."""
     stored = []
@@ -278,6 +297,11 @@ def load_pretrained(directory):
     an empty directory or a missing path. If a save to `directory` was killed between
     its two renames, the previous save it had set aside is put back first.
 
+    A directory saved on another backend loads the same way. Its compile settings
+    are kept, except `jit_compile`, which Keras stores as the saving backend resolved
+    it (`True` on JAX, where it means XLA; on PyTorch it would mean `torch.compile`):
+    it is read as `"auto"`, this backend's default.
+
     Args:
         directory: str or path.
 
@@ -324,6 +348,13 @@ def load_pretrained(directory):
     _check_directory(directory)
     metadata = _read_json_object(directory / METADATA_FILE)
     config = _read_json_object(directory / CONFIG_FILE)
+    _check_no_other_backend_class(directory / CONFIG_FILE, config)
+    config = backend_neutral_config(config)  # an optimizer named by an older save
+    # Saved on JAX, `jit_compile=True` would train with `torch.compile` on PyTorch.
+    saved_on = metadata.get("backend")
+    config = compiled_for_backend(
+        config, saved_on if isinstance(saved_on, str) else None, keras.backend.backend()
+    )
     try:
         model = keras.saving.deserialize_keras_object(config)
     except Exception as error:
