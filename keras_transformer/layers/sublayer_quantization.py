@@ -15,7 +15,7 @@ def _relative_path(owner, layer):
 
 
 def descendant_layers(owner):
-    """Every layer inside `owner`, depth first in the order they were assigned.
+    """Every layer inside `owner`, depth first, attributes in alphabetical order.
 
     Found through public attributes only: a layer, or a list, tuple or dict of
     them (Keras tracks those), and a model's `layers`. Our layers keep their
@@ -41,9 +41,12 @@ def descendant_layers(owner):
     def visit_attributes(layer):
         if isinstance(layer, keras.Model):
             visit(layer.layers)
-        for name, value in vars(layer).items():
-            if not name.startswith("_"):
-                visit(value)
+        # `dir`, not `vars`: on PyTorch a layer is a `torch.nn.Module`, which keeps its
+        # sub-layers out of the instance dict. Class attributes (methods, properties) are
+        # skipped: sub-layers are instance attributes.
+        for name in dir(layer):
+            if not name.startswith("_") and not hasattr(type(layer), name):
+                visit(getattr(layer, name, None))
 
     visit_attributes(owner)
     return found
