@@ -1,8 +1,6 @@
 """What one backend saves, every backend loads: configs name public classes only."""
 
 import json
-import os
-import subprocess
 import sys
 
 import keras
@@ -96,39 +94,6 @@ def test_another_backends_private_class_is_refused_by_name(tmp_path):
 
 
 # A fresh TensorFlow process: what a user does with a model a colleague trained on PyTorch.
-LOAD_ON_TENSORFLOW = """
-import sys
-
-import keras
-import numpy as np
-
-from keras_transformer.saving import load_pretrained
-
-model = load_pretrained(sys.argv[1]).model
-ids = np.load(sys.argv[2])
-expected = np.load(sys.argv[3])
-np.testing.assert_allclose(keras.ops.convert_to_numpy(model(ids)), expected, rtol=1e-5, atol=1e-5)
-print("loaded on", keras.backend.backend())
-"""
-
-
-@pytest.mark.backend_agnostic
-@pytest.mark.skipif(keras.backend.backend() != "torch", reason="saves on PyTorch")
-def test_saved_on_pytorch_loads_on_tensorflow_in_a_fresh_process(tmp_path):
-    model, directory = saved_compiled_classifier(tmp_path / "model")
-    np.save(tmp_path / "ids.npy", IDS)
-    np.save(tmp_path / "expected.npy", outputs(model))
-    result = subprocess.run(
-        [sys.executable, "-c", LOAD_ON_TENSORFLOW, str(directory), str(tmp_path / "ids.npy"),
-         str(tmp_path / "expected.npy")],
-        env={**os.environ, "KERAS_BACKEND": "tensorflow"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
-    # Where importing PyTorch's optimizer code after TensorFlow crashes: exit status -11.
-    assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
-    assert result.stdout.strip().splitlines()[-1] == "loaded on tensorflow"
 
 
 def rewrite_metadata(directory, change):
