@@ -45,11 +45,11 @@ def test_saved_config_names_public_classes_only(tmp_path):
     np.testing.assert_allclose(outputs(reloaded), outputs(model), rtol=1e-6, atol=1e-6)
 
 
-def rewrite_config(directory, change):
-    path = directory / "config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    change(config)
-    path.write_text(json.dumps(config), encoding="utf-8")
+def rewrite_json(path, change):
+    """Applies `change` to the JSON file at `path` in place."""
+    content = json.loads(path.read_text(encoding="utf-8"))
+    change(content)
+    path.write_text(json.dumps(content), encoding="utf-8")
 
 
 @pytest.mark.backend_agnostic
@@ -62,7 +62,7 @@ def test_an_optimizer_saved_on_pytorch_by_name_loads_without_pytorchs_code(tmp_p
         inner["module"] = "keras.src.backend.torch.optimizers.torch_adamw"
         inner["registered_name"] = "AdamW"
 
-    rewrite_config(directory, as_written_on_pytorch_before)
+    rewrite_json(directory / "config.json", as_written_on_pytorch_before)
     before = set(sys.modules)
     reloaded = load_pretrained(directory).model
     # Importing it brought PyTorch's backend code in: a segmentation fault where that import
@@ -83,7 +83,7 @@ def test_another_backends_private_class_is_refused_by_name(tmp_path):
             "module": module, "class_name": "SomeLoss", "config": {}, "registered_name": None,
         }  # fmt: skip
 
-    rewrite_config(directory, name_a_private_loss)
+    rewrite_json(directory / "config.json", name_a_private_loss)
     before = set(sys.modules)
     with pytest.raises(PretrainedDirectoryError) as error:
         load_pretrained(directory)
@@ -91,16 +91,6 @@ def test_another_backends_private_class_is_refused_by_name(tmp_path):
     assert "\n" not in message
     assert f"`{module}.SomeLoss`" in message and f"KERAS_BACKEND={other}" in message
     assert module not in set(sys.modules) - before
-
-
-# A fresh TensorFlow process: what a user does with a model a colleague trained on PyTorch.
-
-
-def rewrite_metadata(directory, change):
-    path = directory / "metadata.json"
-    metadata = json.loads(path.read_text(encoding="utf-8"))
-    change(metadata)
-    path.write_text(json.dumps(metadata), encoding="utf-8")
 
 
 @pytest.mark.backend_agnostic
@@ -112,9 +102,9 @@ def test_jit_compile_saved_on_another_backend_is_this_backends_default(tmp_path)
     def compiled_the_other_way(config):
         config["compile_config"]["jit_compile"] = not default
 
-    rewrite_config(directory, compiled_the_other_way)
+    rewrite_json(directory / "config.json", compiled_the_other_way)
     # On the backend that saved it, the choice stays.
     assert load_pretrained(directory).model.jit_compile is (not default)
-    rewrite_metadata(directory, lambda metadata: metadata.update(backend=other))
+    rewrite_json(directory / "metadata.json", lambda metadata: metadata.update(backend=other))
     # Saved elsewhere, it says how that backend compiled: JAX's True is torch.compile here.
     assert load_pretrained(directory).model.jit_compile is default
