@@ -1,6 +1,30 @@
 import os
+import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def keep_bytecode_aside():
+    """Where PYTHONDONTWRITEBYTECODE is set, each test process would compile the Python of
+    TensorFlow, Keras and JAX or PyTorch anew (`pip install --no-compile` wrote none): about
+    9 s of CPU in each of the dozens of processes a run starts. The compiled files go to a
+    folder of their own instead (PYTHONPYCACHEPREFIX, inherited by every process the run
+    starts), never next to the sources, and later processes and runs read them from there."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.pycache_prefix:
+        return
+    import getpass
+
+    # pytest's own folder for this user, private to the user as pytest makes it.
+    users_folder = os.path.join(tempfile.gettempdir(), f"pytest-of-{getpass.getuser()}")
+    os.makedirs(users_folder, mode=0o700, exist_ok=True)
+    folder = os.path.join(users_folder, "bytecode")
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = folder
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    sys.dont_write_bytecode = False
+
+
+keep_bytecode_aside()
 # The suite compiles hundreds of small XLA programs (JAX's eager ops, `jit_compile=True`),
 # each run once or twice: LLVM's optimisation passes made compiling them cost more than
 # running them. They change how fast the machine code is, not what it computes; the

@@ -18,9 +18,9 @@ command's first stage; the matrix is not `backend_agnostic`, so it runs there on
 other backend saves in the process that first loads that save on it. Each pair is its own
 pytest-xdist group, so the two workers share the matrix; a save is made by the first pair
 that needs it, under a lock, and read by the others. The processes keep JAX's compiled
-programs and, where PYTHONDONTWRITEBYTECODE keeps Python from writing bytecode next to the
-sources, Python's bytecode, in pytest's folder for this user: without them each process
-spent 5-15 s of CPU compiling what an earlier one had compiled.
+programs in pytest's folder for this user (and Python's bytecode where tests/conftest.py
+says): without them each process spent 5-15 s of CPU compiling what an earlier one had
+compiled.
 """
 
 import contextlib
@@ -107,10 +107,6 @@ def environment(backend, shared):
     env["JAX_COMPILATION_CACHE_DIR"] = str(caches(shared) / "jax")
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
-    # Where bytecode may not be written next to the sources, each process would compile the
-    # Python of TensorFlow and of JAX or PyTorch again (~7 s of CPU here): it is kept aside.
-    if env.pop("PYTHONDONTWRITEBYTECODE", None):
-        env.setdefault("PYTHONPYCACHEPREFIX", str(caches(shared) / "bytecode"))
     return env
 
 
