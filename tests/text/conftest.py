@@ -2,14 +2,7 @@ import pytest
 
 from examples.translation.data import load_multi30k
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
-
-
-@pytest.fixture(autouse=True)
-def _fresh_keras_state():
-    """Overrides the suite-wide fixture: these tests build no Keras objects, and its
-    `keras.backend.clear_session()` (a full `gc.collect()`, ~0.6 s) doubled their run time.
-    `test_tokenizer_survives_clear_session` covers the interaction explicitly."""
-    yield
+from tests.no_keras_reset import _fresh_keras_state  # noqa: F401 (overrides the suite-wide one)
 
 
 @pytest.fixture(scope="module")
