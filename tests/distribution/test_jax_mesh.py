@@ -8,11 +8,14 @@ Every mesh starts from the one-device model's weights and sees the same batches 
 dropout, so the losses differ only by the order of floating-point sums (all-reduces).
 """
 
+import functools
+
 import keras
 import numpy as np
 import pytest
+import translation_case
+from translation_case import BATCH, LOSS_TOLERANCE, STEPS, batches
 
-import keras_transformer as kt
 from keras_transformer.distribution import get_layout_map
 
 pytestmark = [
@@ -20,20 +23,8 @@ pytestmark = [
     pytest.mark.skipif(keras.backend.backend() != "jax", reason="keras.distribution on JAX"),
 ]
 
-VOCABULARY = 64
-# 8 heads and a feed-forward width of 64 split over 8 devices; 1 + 1 blocks keep compiles short.
-CONFIG = dict(
-    source_vocabulary_size=VOCABULARY,
-    num_layers=1,
-    hidden_dim=32,
-    num_heads=8,
-    intermediate_dim=64,
-    dropout=0.0,
-)
-BATCH, STEPS = 16, 3
-# float32 losses after 3 steps agree to ~1e-6 between meshes; 1e-4 leaves room for
-# reduction order and stays far below a wrong step (which moves the loss by ~1e-2).
-LOSS_TOLERANCE = 1e-4
+# 8 heads and a feed-forward width of 64 split over 8 devices.
+build = functools.partial(translation_case.build, num_heads=8)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -43,19 +34,6 @@ def eight_devices():
         f"{count} JAX device(s): start pytest with "
         "XLA_FLAGS=--xla_force_host_platform_device_count=8 (see tests/distribution/conftest.py)"
     )
-
-
-def batches():
-    rng = np.random.default_rng(0)
-    source = rng.integers(3, VOCABULARY, (BATCH * STEPS, 8)).astype("int32")
-    target = rng.integers(3, VOCABULARY, (BATCH * STEPS, 7)).astype("int32")
-    decoder = np.concatenate([np.ones_like(target[:, :1]), target[:, :-1]], axis=1)
-    return {"encoder_token_ids": source, "decoder_token_ids": decoder}, target
-
-
-def build(mesh=None, **overrides):
-    config = dict(CONFIG, **overrides)
-    return kt.models.build("translation", preset="tiny", precision="float32", mesh=mesh, **config)
 
 
 class BatchLosses(keras.callbacks.Callback):

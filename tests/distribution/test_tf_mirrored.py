@@ -6,28 +6,20 @@ The batches hold no padding, so each replica averages its loss over as many toke
 others and the mean of the replicas' losses is the one-device loss.
 """
 
+import functools
+
 import keras
 import numpy as np
 import pytest
-
-import keras_transformer as kt
+import translation_case
+from translation_case import BATCH, LOSS_TOLERANCE, VOCABULARY, batches
 
 pytestmark = [
     pytest.mark.multi_device,
     pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.distribute"),
 ]
 
-VOCABULARY = 64
-CONFIG = dict(
-    source_vocabulary_size=VOCABULARY,
-    num_layers=1,
-    hidden_dim=32,
-    num_heads=4,
-    intermediate_dim=64,
-    dropout=0.0,
-)
-BATCH, STEPS = 16, 3
-LOSS_TOLERANCE = 1e-4  # as on JAX: summation order only
+build = functools.partial(translation_case.build, num_heads=4)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -39,18 +31,6 @@ def two_logical_cpus():
         f"{count} logical CPU(s): tests/conftest.py splits the CPU in two when it is imported "
         "before TensorFlow runs an op"
     )
-
-
-def batches():
-    rng = np.random.default_rng(0)
-    source = rng.integers(3, VOCABULARY, (BATCH * STEPS, 8)).astype("int32")
-    target = rng.integers(3, VOCABULARY, (BATCH * STEPS, 7)).astype("int32")
-    decoder = np.concatenate([np.ones_like(target[:, :1]), target[:, :-1]], axis=1)
-    return {"encoder_token_ids": source, "decoder_token_ids": decoder}, target
-
-
-def build(mesh=None):
-    return kt.models.build("translation", preset="tiny", precision="float32", mesh=mesh, **CONFIG)
 
 
 def train(model):

@@ -3,15 +3,7 @@ import warnings
 import pytest
 
 from tests.examples.example_runs import CLASSIFICATION_SMALL
-
-
-@pytest.fixture(autouse=True)
-def _fresh_keras_state():
-    """Overrides the suite-wide fixture: these tests build no Keras objects, and its
-    `keras.backend.clear_session()` (a full `gc.collect()`, ~0.6 s) doubled their run time.
-    `test_tokenizer_survives_clear_session` covers the interaction explicitly."""
-    yield
-
+from tests.no_keras_reset import _fresh_keras_state  # noqa: F401 (overrides the suite-wide one)
 
 # The example runs that several test modules (and the README's snippets) read, once a session.
 

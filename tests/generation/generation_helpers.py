@@ -5,7 +5,7 @@ import contextlib
 import keras
 import numpy as np
 
-from keras_transformer.models import Seq2SeqTransformer, TransformerLM
+from tests import tiny_models
 
 VOCABULARY_SIZE = 24
 START, END = 1, 2
@@ -58,34 +58,22 @@ def set_numpy_weights(model, seed):
     return model
 
 
+# No dropout: generation is deterministic. Learned positions: `set_numpy_weights` makes
+# them large, which keeps a random model from repeating one token.
+GENERATION_OPTIONS = dict(
+    dropout=0.0, position="learned", max_sequence_length=64, tie_output_embeddings=False
+)
+
+
 def tiny_seq2seq(num_decoder_layers=1, seed=6):
-    model = Seq2SeqTransformer(
-        VOCABULARY_SIZE,
-        num_encoder_layers=1,
-        num_decoder_layers=num_decoder_layers,
-        hidden_dim=16,
-        num_heads=2,
-        intermediate_dim=32,
-        dropout=0.0,
-        position="learned",
-        max_sequence_length=64,
-        tie_output_embeddings=False,
+    model = tiny_models.seq2seq(
+        VOCABULARY_SIZE, num_decoder_layers=num_decoder_layers, **GENERATION_OPTIONS
     )
     return set_numpy_weights(model, seed)
 
 
 def tiny_lm(seed=4):
-    model = TransformerLM(
-        VOCABULARY_SIZE,
-        num_layers=2,
-        hidden_dim=16,
-        num_heads=2,
-        intermediate_dim=32,
-        dropout=0.0,
-        position="learned",
-        max_sequence_length=64,
-        tie_output_embeddings=False,
-    )
+    model = tiny_models.lm(VOCABULARY_SIZE, num_layers=2, **GENERATION_OPTIONS)
     return set_numpy_weights(model, seed)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from generation_helpers import sequence_log_prob, strip
 
-from keras_transformer.models import Seq2SeqTransformer
+from tests import tiny_models
 
 pytestmark = [pytest.mark.backend_agnostic, pytest.mark.slow]
 
@@ -30,15 +30,7 @@ def toy_targets(rng, count):
 def test_beam_search_finds_a_better_sequence_than_greedy():
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
-    model = Seq2SeqTransformer(
-        12,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        hidden_dim=32,
-        num_heads=2,
-        intermediate_dim=64,
-        dropout=0.0,
-    )
+    model = tiny_models.seq2seq(12, hidden_dim=32, intermediate_dim=64, dropout=0.0)
     count = 64 * 300
     sources = rng.integers(9, 12, (count, 4)).astype("int32")
     targets = toy_targets(rng, count)

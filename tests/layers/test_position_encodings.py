@@ -16,15 +16,21 @@ def paper_table(length, width, start=0):
     return np.where(i % 2 == 0, np.sin(angle), np.cos(angle))
 
 
-def test_sinusoidal_layer_contract(rng):
-    run_layer_test(
-        SinusoidalPositionEncoding,
-        {"max_wavelength": 10000},
-        rng.standard_normal((2, 9, 12)).astype("float32"),
-        (2, 9, 12),
-        run_gradients=False,
-        run_training=False,
-    )
+@pytest.mark.parametrize(
+    "layer_class, init_kwargs, checks",
+    [
+        (
+            SinusoidalPositionEncoding,
+            {"max_wavelength": 10000},
+            dict(run_gradients=False, run_training=False),
+        ),
+        (PositionEmbedding, {"sequence_length": 16}, dict(expected_num_trainable_weights=1)),
+    ],
+    ids=["sinusoidal", "learned"],
+)
+def test_layer_contract(layer_class, init_kwargs, checks, rng):
+    inputs = rng.standard_normal((2, 9, 12)).astype("float32")
+    run_layer_test(layer_class, init_kwargs, inputs, (2, 9, 12), **checks)
 
 
 def test_sinusoidal_values_and_start_index():
@@ -42,16 +48,6 @@ def test_sinusoidal_table_is_float32_then_cast(policy, tolerance):
     assert keras.backend.standardize_dtype(table.dtype) == policy.split("_")[1]
     error = np.abs(np.asarray(keras.ops.cast(table, "float32"))[0] - paper_table(1024, 64))
     assert error.max() <= tolerance
-
-
-def test_learned_layer_contract(rng):
-    run_layer_test(
-        PositionEmbedding,
-        {"sequence_length": 16},
-        rng.standard_normal((2, 9, 12)).astype("float32"),
-        (2, 9, 12),
-        expected_num_trainable_weights=1,
-    )
 
 
 def test_learned_positions_slice_the_table():

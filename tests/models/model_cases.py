@@ -6,18 +6,12 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer.models import (
-    MaskedLM,
-    Seq2SeqTransformer,
-    TransformerClassifier,
-    TransformerLM,
-)
 from keras_transformer.training import LabelSmoothedCrossEntropy, MaskedAccuracy
+from tests import tiny_models
 
 VOCAB = 23
 NUM_CLASSES = 3
-# The smallest sizes that still exercise every code path (several heads, a real FFN).
-SIZES = dict(hidden_dim=16, num_heads=2, intermediate_dim=32)
+SIZES = tiny_models.SIZES
 SOURCE_LENGTH, TARGET_LENGTH = 7, 5
 # Where one training step is all a test needs: eager on TensorFlow, where tracing a step
 # costs seconds and an eager step a fraction of one; compiled on JAX, where eager runs
@@ -43,20 +37,19 @@ def token_ids(rng, shape, pad_id=0):
 
 
 def make_seq2seq(**kwargs):
-    return Seq2SeqTransformer(VOCAB, num_encoder_layers=1, num_decoder_layers=1, **SIZES, **kwargs)
+    return tiny_models.seq2seq(VOCAB, **kwargs)
 
 
-def make_classifier(**kwargs):
-    kwargs.setdefault("num_classes", NUM_CLASSES)
-    return TransformerClassifier(VOCAB, num_layers=1, **SIZES, **kwargs)
+def make_classifier(num_classes=NUM_CLASSES, **kwargs):
+    return tiny_models.classifier(VOCAB, num_classes, **kwargs)
 
 
 def make_lm(**kwargs):
-    return TransformerLM(VOCAB, num_layers=1, **SIZES, **kwargs)
+    return tiny_models.lm(VOCAB, **kwargs)
 
 
 def make_masked_lm(**kwargs):
-    return MaskedLM(VOCAB, num_layers=1, **SIZES, **kwargs)
+    return tiny_models.masked_lm(VOCAB, **kwargs)
 
 
 def seq2seq_data(rng, batch=8, pad_id=0):

@@ -189,42 +189,23 @@ def test_paper_presets_build_table_3_models_by_default(preset, table_3):
 
 
 def test_two_vocabularies_get_two_embeddings():
-    model = kt.models.build(
-        "translation",
-        preset="tiny",
-        compile=False,
-        source_vocabulary_size=100,
-        target_vocabulary_size=120,
-    )
+    def build(**vocabularies):
+        return kt.models.build(
+            "translation", preset="tiny", compile=False, source_vocabulary_size=100, **vocabularies
+        )
+
+    model = build(target_vocabulary_size=120)
     assert not model.share_embeddings
     assert model.target_embedding is not model.source_embedding
-    unshared = kt.models.build(
-        "translation",
-        preset="tiny",
-        compile=False,
-        source_vocabulary_size=100,
-        share_embeddings=False,
-    )
-    shared = kt.models.build(
-        "translation",
-        preset="tiny",
-        compile=False,
-        source_vocabulary_size=100,
-    )
+    unshared = build(share_embeddings=False)
+    shared = build()
     assert unshared.count_params() - shared.count_params() == 100 * 128
     with pytest.raises(
         ValueError,
         match=r"share_embeddings=True.*source_vocabulary_size=100.*"
         r"target_vocabulary_size=120.*share_embeddings=False",
     ):
-        kt.models.build(
-            "translation",
-            preset="tiny",
-            compile=False,
-            source_vocabulary_size=100,
-            target_vocabulary_size=120,
-            share_embeddings=True,
-        )
+        build(target_vocabulary_size=120, share_embeddings=True)
 
 
 # What `build` picks per situation, written out (not recomputed with the code under test):

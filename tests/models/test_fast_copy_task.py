@@ -15,6 +15,7 @@ import pytest
 
 from keras_transformer.models import Seq2SeqTransformer
 from keras_transformer.training import LabelSmoothedCrossEntropy
+from tests import tiny_models
 from tests.harness import without_gc_collect
 
 pytestmark = [
@@ -48,16 +49,7 @@ def test_tiny_model_copies_training_and_held_out_sequences_exactly():
     targets = np.concatenate([train, np.full((NUM_TRAIN, 1), END, "int32")], axis=1)
     decoder_inputs = np.concatenate([np.full((NUM_TRAIN, 1), START, "int32"), train], axis=1)
 
-    model = Seq2SeqTransformer(
-        VOCAB,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        hidden_dim=32,
-        num_heads=2,
-        intermediate_dim=64,
-        dropout=0.0,
-        pad_id=PAD,
-    )
+    model = tiny_models.seq2seq(VOCAB, hidden_dim=32, intermediate_dim=64, dropout=0.0, pad_id=PAD)
     model.compile(
         optimizer=keras.optimizers.Adam(3e-3),
         loss=LabelSmoothedCrossEntropy(0.0, pad_id=PAD),

@@ -2,7 +2,15 @@
 
 import keras
 import numpy as np
-from numpy_transformer import AttentionWeights, FeedForwardWeights, LayerNormWeights
+import pytest
+from numpy_transformer import (
+    AttentionWeights,
+    FeedForwardWeights,
+    LayerNormWeights,
+    decoder_block,
+    encoder_block,
+    relu,
+)
 
 # Every test overwrites the weights with `randomize_weights`, so layers are built with
 # constant initializers: on JAX each random initializer compiles once per weight shape,
@@ -13,6 +21,8 @@ ZERO_EMBEDDINGS = {"embeddings_initializer": "zeros"}
 # float32 layers against the float64 reference (or another float32 implementation).
 ATOL = 1e-5
 RTOL = 1e-5
+
+NORMS = pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
 
 
 def assert_close(actual, expected, atol=ATOL, rtol=RTOL, err_msg=""):
@@ -42,6 +52,13 @@ def randomize_weights(layer, seed=0, scale=0.3):
         if variable.path.endswith("gamma"):
             noise = 1.0 + noise
         variable.assign(noise.astype(variable.dtype))
+
+
+def built(layer, *shapes, seed=0, scale=0.3):
+    """`layer` built for `shapes`, with `randomize_weights`' values; returns it."""
+    layer.build(*shapes)
+    randomize_weights(layer, seed, scale)
+    return layer
 
 
 def random_inputs(seed, *shape):
@@ -105,3 +122,39 @@ def copy_weights(source, target):
 def padding_mask(lengths, max_length):
     """`(batch, max_length)` boolean, `True` on the first `lengths[b]` positions."""
     return np.arange(max_length)[None, :] < np.asarray(lengths)[:, None]
+
+
+def encoder_block_reference(block, x, epsilon, mask=None, norm_first=False, activation=relu):
+    """The reference encoder block with the weights of our `TransformerEncoderBlock`."""
+    return encoder_block(
+        x,
+        attention_weights(block.self_attention),
+        layer_norm_weights(block.self_attention_layer_norm),
+        feed_forward_weights(block.feed_forward),
+        layer_norm_weights(block.feed_forward_layer_norm),
+        epsilon,
+        mask=mask,
+        norm_first=norm_first,
+        activation=activation,
+    )
+
+
+def decoder_block_reference(
+    block, x, memory, epsilon, self_mask=None, memory_mask=None, norm_first=False, activation=relu
+):
+    """The reference decoder block with the weights of our `TransformerDecoderBlock`."""
+    return decoder_block(
+        x,
+        memory,
+        attention_weights(block.self_attention),
+        layer_norm_weights(block.self_attention_layer_norm),
+        attention_weights(block.cross_attention_layer),
+        layer_norm_weights(block.cross_attention_layer_norm),
+        feed_forward_weights(block.feed_forward),
+        layer_norm_weights(block.feed_forward_layer_norm),
+        epsilon,
+        self_mask=self_mask,
+        memory_mask=memory_mask,
+        norm_first=norm_first,
+        activation=activation,
+    )

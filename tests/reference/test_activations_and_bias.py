@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 from numpy_transformer import (
     ACTIVATIONS,
-    decoder_block,
-    encoder_block,
     feed_forward,
     multi_head_attention,
     padding_mask_to_attention,
@@ -22,8 +20,10 @@ from reference_utils import (
     ZEROS,
     assert_close,
     attention_weights,
+    built,
+    decoder_block_reference,
+    encoder_block_reference,
     feed_forward_weights,
-    layer_norm_weights,
     padding_mask,
     random_inputs,
     randomize_weights,
@@ -63,8 +63,7 @@ def test_the_reference_activations_differ():
 def test_feed_forward_activation_matches_reference(activation):
     x = random_inputs(0, BATCH, TARGET, WIDTH) * 2.0  # reach the non-linear parts
     layer = FeedForward(FFN_DIM, activation=_keras_activation(activation), **ZEROS)
-    layer.build(x.shape)
-    randomize_weights(layer, seed=1)
+    built(layer, x.shape, seed=1)
     w = feed_forward_weights(layer)
     expected = feed_forward(x, w.w1, w.b1, w.w2, w.b2, ACTIVATIONS[activation])
     assert_close(layer(x), expected)
@@ -145,18 +144,10 @@ def test_encoder_block_activation_matches_reference(activation, norm_first):
     x = random_inputs(0, BATCH, TARGET, WIDTH)
     pad = padding_mask([TARGET, 3], TARGET)
     block = TransformerEncoderBlock(**_block_kwargs(activation, norm_first))
-    block.build(x.shape)
-    randomize_weights(block, seed=7, scale=0.5)
-    expected = encoder_block(
-        x,
-        attention_weights(block.self_attention),
-        layer_norm_weights(block.self_attention_layer_norm),
-        feed_forward_weights(block.feed_forward),
-        layer_norm_weights(block.feed_forward_layer_norm),
-        EPSILON,
-        mask=padding_mask_to_attention(pad),
-        norm_first=norm_first,
-        activation=ACTIVATIONS[activation],
+    built(block, x.shape, seed=7, scale=0.5)
+    mask = padding_mask_to_attention(pad)
+    expected = encoder_block_reference(
+        block, x, EPSILON, mask, norm_first, activation=ACTIVATIONS[activation]
     )
     assert_close(block(x, padding_mask=pad), expected)
 
@@ -166,19 +157,8 @@ def test_decoder_block_activation_matches_reference(activation, norm_first):
     x = random_inputs(0, BATCH, TARGET, WIDTH)
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
     block = TransformerDecoderBlock(**_block_kwargs(activation, norm_first))
-    block.build(x.shape, memory.shape)
-    randomize_weights(block, seed=8, scale=0.5)
-    expected = decoder_block(
-        x,
-        memory,
-        attention_weights(block.self_attention),
-        layer_norm_weights(block.self_attention_layer_norm),
-        attention_weights(block.cross_attention_layer),
-        layer_norm_weights(block.cross_attention_layer_norm),
-        feed_forward_weights(block.feed_forward),
-        layer_norm_weights(block.feed_forward_layer_norm),
-        EPSILON,
-        norm_first=norm_first,
-        activation=ACTIVATIONS[activation],
+    built(block, x.shape, memory.shape, seed=8, scale=0.5)
+    expected = decoder_block_reference(
+        block, x, memory, EPSILON, norm_first=norm_first, activation=ACTIVATIONS[activation]
     )
     assert_close(block(x, memory), expected)

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from keras import ops
 from reference_utils import (
+    NORMS,
     ZERO_EMBEDDINGS,
     ZEROS,
     assert_close,
+    built,
     padding_mask,
     random_inputs,
     randomize_weights,
@@ -35,7 +37,6 @@ pytestmark = pytest.mark.backend_agnostic
 BATCH, LENGTH, SOURCE, WIDTH, HEADS, FFN_DIM, VOCAB = 2, 6, 5, 16, 4, 32, 13
 HEAD_DIM = WIDTH // HEADS
 PAD = 2  # extra padded positions
-NORMS = pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
 # (norm_first, num_key_value_heads)
 DECODER_VARIANTS = pytest.mark.parametrize(
     "norm_first, kv_heads",
@@ -53,12 +54,6 @@ def _block_kwargs(norm_first=False, kv_heads=None, **kwargs):
         **ZEROS,
         **kwargs,
     )
-
-
-def _built(layer, *shapes, seed=0):
-    layer.build(*shapes)
-    randomize_weights(layer, seed)
-    return layer
 
 
 def _pad_right(x, extra, seed=99):
@@ -80,7 +75,7 @@ def _embedding(seed=0, position="sinusoidal"):
     layer = TokenAndPositionEmbedding(
         VOCAB, WIDTH, position=position, mask_zero=True, **ZERO_EMBEDDINGS
     )
-    return _built(layer, (None, None), seed=seed)
+    return built(layer, (None, None), seed=seed)
 
 
 # --- (a) padding invariance ---------------------------------------------------------------
@@ -89,7 +84,7 @@ def _embedding(seed=0, position="sinusoidal"):
 @NORMS
 def test_encoder_block_padding_invariance(norm_first):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
-    block = _built(TransformerEncoderBlock(**_block_kwargs(norm_first)), x.shape)
+    block = built(TransformerEncoderBlock(**_block_kwargs(norm_first)), x.shape)
     padded = _pad_right(x, PAD)
     pad = padding_mask([LENGTH] * BATCH, LENGTH + PAD)
     assert_close(to_numpy(block(padded, padding_mask=pad))[:, :LENGTH], block(x))
@@ -99,7 +94,7 @@ def test_encoder_block_padding_invariance(norm_first):
 def test_encoder_stack_padding_invariance_with_keras_mask(norm_first):
     ids = _random_ids(0, BATCH, SOURCE)
     embedding = _embedding()
-    encoder = _built(
+    encoder = built(
         TransformerEncoder(num_layers=2, **_block_kwargs(norm_first)), (None, None, WIDTH), seed=1
     )
     padded_ids = np.pad(ids, ((0, 0), (0, PAD)))  # token 0 is padding
@@ -112,7 +107,7 @@ def test_encoder_stack_padding_invariance_with_keras_mask(norm_first):
 def test_decoder_block_decoder_padding_invariance(norm_first, side):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
-    block = _built(TransformerDecoderBlock(**_block_kwargs(norm_first)), x.shape, memory.shape)
+    block = built(TransformerDecoderBlock(**_block_kwargs(norm_first)), x.shape, memory.shape)
     expected = block(x, memory)
     # Right padding is in every real token's future anyway; left padding is in its past,
     # so only the padding mask keeps it out. The block has no positions of its own.
@@ -129,7 +124,7 @@ def test_decoder_block_decoder_padding_invariance(norm_first, side):
 def test_decoder_block_without_causal_mask_padding_invariance():
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
-    block = _built(TransformerDecoderBlock(**_block_kwargs()), x.shape, memory.shape)
+    block = built(TransformerDecoderBlock(**_block_kwargs()), x.shape, memory.shape)
     expected = block(x, memory, use_causal_mask=False)
     pad = padding_mask([LENGTH] * BATCH, LENGTH + PAD)
     outputs = block(_pad_right(x, PAD), memory, decoder_padding_mask=pad, use_causal_mask=False)
@@ -140,7 +135,7 @@ def test_decoder_block_without_causal_mask_padding_invariance():
 def test_decoder_block_encoder_padding_invariance(norm_first):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
-    block = _built(TransformerDecoderBlock(**_block_kwargs(norm_first)), x.shape, memory.shape)
+    block = built(TransformerDecoderBlock(**_block_kwargs(norm_first)), x.shape, memory.shape)
     pad = padding_mask([SOURCE] * BATCH, SOURCE + PAD)
     outputs = block(x, _pad_right(memory, PAD), encoder_padding_mask=pad)
     assert_close(outputs, block(x, memory))
@@ -149,7 +144,7 @@ def test_decoder_block_encoder_padding_invariance(norm_first):
 def test_decoder_stack_padding_invariance_with_keras_masks():
     source_ids, target_ids = _random_ids(0, BATCH, SOURCE), _random_ids(1, BATCH, LENGTH)
     source_embedding, target_embedding = _embedding(0), _embedding(1)
-    decoder = _built(
+    decoder = built(
         TransformerDecoder(num_layers=2, **_block_kwargs()),
         (None, None, WIDTH),
         (None, None, WIDTH),
@@ -167,7 +162,7 @@ def test_decoder_stack_padding_invariance_with_keras_masks():
 def test_mha_padding_invariance_with_attention_mask():
     query = random_inputs(0, BATCH, LENGTH, WIDTH)
     value = random_inputs(1, BATCH, SOURCE, WIDTH)
-    layer = _built(MultiHeadAttention(HEADS, **ZEROS), query.shape, value.shape)
+    layer = built(MultiHeadAttention(HEADS, **ZEROS), query.shape, value.shape)
     pad = padding_mask([SOURCE] * BATCH, SOURCE + PAD)
     outputs = layer(query, _pad_right(value, PAD), attention_mask=pad[:, None, :])
     assert_close(outputs, layer(query, value))
@@ -176,7 +171,7 @@ def test_mha_padding_invariance_with_attention_mask():
 def test_mha_padding_invariance_with_keras_mask():
     ids = _random_ids(0, BATCH, LENGTH)
     embedding = _embedding()
-    layer = _built(
+    layer = built(
         MultiHeadAttention(HEADS, **ZEROS), (None, None, WIDTH), (None, None, WIDTH), seed=1
     )
 
@@ -207,7 +202,7 @@ def _assert_causal(fn, x, t=2):
 
 def test_mha_causal_mask_is_causal():
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
-    layer = _built(MultiHeadAttention(HEADS, **ZEROS), x.shape, x.shape)
+    layer = built(MultiHeadAttention(HEADS, **ZEROS), x.shape, x.shape)
     _assert_causal(lambda h: layer(h, h, use_causal_mask=True), x)
 
 
@@ -215,14 +210,14 @@ def test_mha_causal_mask_is_causal():
 def test_decoder_block_is_causal(norm_first):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
-    block = _built(TransformerDecoderBlock(**_block_kwargs(norm_first)), x.shape, memory.shape)
+    block = built(TransformerDecoderBlock(**_block_kwargs(norm_first)), x.shape, memory.shape)
     _assert_causal(lambda h: block(h, memory), x)
 
 
 @NORMS
 def test_decoder_only_block_is_causal(norm_first):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
-    block = _built(
+    block = built(
         TransformerDecoderBlock(**_block_kwargs(norm_first), cross_attention=False), x.shape
     )
     _assert_causal(block, x)
@@ -236,7 +231,7 @@ def test_decoder_stack_is_causal_at_every_step(cross_attention):
     decoder = TransformerDecoder(
         num_layers=2, **_block_kwargs(norm_first=True), cross_attention=cross_attention
     )
-    _built(decoder, (None, None, WIDTH), (None, None, WIDTH) if cross_attention else None, seed=1)
+    built(decoder, (None, None, WIDTH), (None, None, WIDTH) if cross_attention else None, seed=1)
 
     def run(token_ids):
         h = embedding(token_ids)
@@ -269,11 +264,28 @@ def _steps(schedule):
         start += size
 
 
+def _decode_block_in_steps(block, x, memory, schedule, kv_heads=None, **masks):
+    """`block`'s outputs for `x`, fed in `schedule`'s steps through its caches."""
+    cross_cache = block.cross_attention_layer.compute_cache(memory)
+    self_cache = ops.zeros((BATCH, 2, MAX_LENGTH, kv_heads or HEADS, HEAD_DIM))
+    outputs = []
+    for start, end in _steps(schedule):
+        out, self_cache, cross_cache = block(
+            x[:, start:end],
+            **masks,
+            self_attention_cache=self_cache,
+            cross_attention_cache=cross_cache,
+            cache_update_index=start,
+        )
+        outputs.append(to_numpy(out))
+    return np.concatenate(outputs, axis=1)
+
+
 @SCHEDULES
 @pytest.mark.parametrize("kv_heads", [None, 2], ids=["mha", "gqa"])
 def test_mha_cached_decoding_matches_causal_pass(schedule, kv_heads):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
-    layer = _built(
+    layer = built(
         MultiHeadAttention(HEADS, num_key_value_heads=kv_heads, **ZEROS), x.shape, x.shape
     )
     expected = layer(x, x, use_causal_mask=True)
@@ -290,7 +302,7 @@ def test_mha_cached_decoding_matches_causal_pass(schedule, kv_heads):
 
 def test_mha_cached_decoding_with_tensor_index():
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
-    layer = _built(MultiHeadAttention(HEADS, **ZEROS), x.shape, x.shape)
+    layer = built(MultiHeadAttention(HEADS, **ZEROS), x.shape, x.shape)
     cache = ops.zeros((BATCH, 2, MAX_LENGTH, HEADS, HEAD_DIM))
     outputs = []
     for t in range(LENGTH):
@@ -308,22 +320,12 @@ def test_decoder_block_cached_decoding_matches_causal_pass(norm_first, kv_heads,
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
     encoder_pad = padding_mask([SOURCE, 3], SOURCE)
     block = TransformerDecoderBlock(**_block_kwargs(norm_first, kv_heads))
-    _built(block, x.shape, memory.shape)
+    built(block, x.shape, memory.shape)
     expected = block(x, memory, encoder_padding_mask=encoder_pad)
-
-    cross_cache = block.cross_attention_layer.compute_cache(memory)
-    self_cache = ops.zeros((BATCH, 2, MAX_LENGTH, kv_heads or HEADS, HEAD_DIM))
-    outputs = []
-    for start, end in _steps(schedule):
-        out, self_cache, cross_cache = block(
-            x[:, start:end],
-            encoder_padding_mask=encoder_pad,
-            self_attention_cache=self_cache,
-            cross_attention_cache=cross_cache,
-            cache_update_index=start,
-        )
-        outputs.append(to_numpy(out))
-    assert_close(np.concatenate(outputs, axis=1), expected)
+    outputs = _decode_block_in_steps(
+        block, x, memory, schedule, kv_heads, encoder_padding_mask=encoder_pad
+    )
+    assert_close(outputs, expected)
 
 
 def test_decoder_block_cached_decoding_with_left_padded_prompts():
@@ -332,23 +334,12 @@ def test_decoder_block_cached_decoding_with_left_padded_prompts():
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
     pad = np.ones((BATCH, LENGTH), bool)
     pad[0, :2] = False  # the first prompt is two tokens shorter
-    block = _built(TransformerDecoderBlock(**_block_kwargs()), x.shape, memory.shape)
+    block = built(TransformerDecoderBlock(**_block_kwargs()), x.shape, memory.shape)
     expected = to_numpy(block(x, memory, decoder_padding_mask=pad))
 
     cache_pad = np.pad(pad, ((0, 0), (0, MAX_LENGTH - LENGTH)), constant_values=True)
-    cross_cache = block.cross_attention_layer.compute_cache(memory)
-    self_cache = ops.zeros((BATCH, 2, MAX_LENGTH, HEADS, HEAD_DIM))
-    outputs = []
-    for start, end in _steps([3, 1, 1, 1]):
-        out, self_cache, cross_cache = block(
-            x[:, start:end],
-            decoder_padding_mask=cache_pad,
-            self_attention_cache=self_cache,
-            cross_attention_cache=cross_cache,
-            cache_update_index=start,
-        )
-        outputs.append(to_numpy(out))
-    assert_close(np.concatenate(outputs, axis=1)[pad], expected[pad])
+    outputs = _decode_block_in_steps(block, x, memory, [3, 1, 1, 1], decoder_padding_mask=cache_pad)
+    assert_close(outputs[pad], expected[pad])
 
 
 @DECODER_VARIANTS
@@ -357,7 +348,7 @@ def test_decoder_stack_cached_decoding_matches_causal_pass(norm_first, kv_heads)
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
     embedding = _embedding()
     decoder = TransformerDecoder(num_layers=2, **_block_kwargs(norm_first, kv_heads))
-    _built(decoder, (None, None, WIDTH), memory.shape, seed=1)
+    built(decoder, (None, None, WIDTH), memory.shape, seed=1)
     expected = decoder(embedding(ids), memory)
 
     cross_cache = decoder.compute_cross_attention_cache(memory)
@@ -379,7 +370,7 @@ def test_decoder_stack_cached_decoding_matches_causal_pass(norm_first, kv_heads)
 def test_decoder_only_stack_cached_decoding_matches_causal_pass():
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
     decoder = TransformerDecoder(num_layers=2, **_block_kwargs(True, 2), cross_attention=False)
-    _built(decoder, x.shape, seed=1)
+    built(decoder, x.shape, seed=1)
     self_cache = decoder.initial_self_attention_cache(BATCH, MAX_LENGTH)
     outputs = []
     for start, end in _steps([3, 1, 1, 1]):
@@ -397,7 +388,7 @@ PERMUTATION = np.array([4, 0, 5, 2, 1, 3])
 
 def test_mha_self_attention_is_permutation_equivariant():
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
-    layer = _built(MultiHeadAttention(HEADS, **ZEROS), x.shape, x.shape)
+    layer = built(MultiHeadAttention(HEADS, **ZEROS), x.shape, x.shape)
     permuted = x[:, PERMUTATION]
     assert_close(layer(permuted, permuted), to_numpy(layer(x, x))[:, PERMUTATION])
 
@@ -406,7 +397,7 @@ def test_mha_self_attention_is_permutation_equivariant():
 def test_encoder_block_is_permutation_equivariant(norm_first):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
     pad = padding_mask([LENGTH, 4], LENGTH)
-    block = _built(TransformerEncoderBlock(**_block_kwargs(norm_first)), x.shape)
+    block = built(TransformerEncoderBlock(**_block_kwargs(norm_first)), x.shape)
     outputs = block(x[:, PERMUTATION], padding_mask=pad[:, PERMUTATION])
     assert_close(outputs, to_numpy(block(x, padding_mask=pad))[:, PERMUTATION])
 
@@ -422,8 +413,8 @@ def _encode_sentences(position):
     embedding = TokenAndPositionEmbedding(
         len(WORDS) + 1, WIDTH, position=position, **ZERO_EMBEDDINGS
     )
-    _built(embedding, (None, None), seed=3)
-    encoder = _built(
+    built(embedding, (None, None), seed=3)
+    encoder = built(
         TransformerEncoder(num_layers=2, **_block_kwargs()), (None, None, WIDTH), seed=4
     )
     outputs = to_numpy(encoder(embedding(ids)))
@@ -494,7 +485,7 @@ def test_attention_layer_fully_masked_rows_are_zero_not_nan(dtype, scores):
 def test_encoder_block_with_an_all_padding_sequence_has_no_nan(policy):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
     block = TransformerEncoderBlock(**_block_kwargs(), dtype=policy)
-    _built(block, x.shape)
+    built(block, x.shape)
     pad = padding_mask([LENGTH, 0], LENGTH)
     outputs = to_numpy(block(x, padding_mask=pad))
     assert np.all(np.isfinite(outputs))

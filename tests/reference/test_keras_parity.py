@@ -8,12 +8,13 @@ import keras
 import numpy as np
 import pytest
 from reference_utils import (
+    NORMS,
     ZEROS,
     assert_close,
+    built,
     copy_weights,
     padding_mask,
     random_inputs,
-    randomize_weights,
     to_numpy,
 )
 
@@ -29,7 +30,6 @@ pytestmark = pytest.mark.backend_agnostic
 
 BATCH, TARGET, SOURCE, WIDTH, HEADS, FFN_DIM = 2, 6, 5, 16, 4, 32
 EPSILON = 1e-5
-NORMS = pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
 
 
 def _copy_attention(ours, theirs):
@@ -38,9 +38,7 @@ def _copy_attention(ours, theirs):
 
 
 def _attention_pair(query_shape, value_shape, key_shape=None):
-    ours = MultiHeadAttention(num_heads=HEADS, **ZEROS)
-    ours.build(query_shape, value_shape, key_shape)
-    randomize_weights(ours, seed=0)
+    ours = built(MultiHeadAttention(num_heads=HEADS, **ZEROS), query_shape, value_shape, key_shape)
     theirs = keras.layers.MultiHeadAttention(num_heads=HEADS, key_dim=WIDTH // HEADS, **ZEROS)
     theirs.build(query_shape, value_shape, key_shape)
     _copy_attention(ours, theirs)
@@ -87,7 +85,10 @@ def test_mha_causal_and_padding_mask_match_keras():
 # --- keras-hub TransformerEncoder / TransformerDecoder ----------------------------------
 
 
-def _copy_feed_forward(ours, theirs):
+def _copy_block(ours, theirs):
+    """Copies what encoder and decoder blocks both have: self-attention and feed-forward."""
+    _copy_attention(ours.self_attention, theirs._self_attention_layer)
+    copy_weights(ours.self_attention_layer_norm, theirs._self_attention_layer_norm)
     copy_weights(ours.feed_forward.intermediate_dense, theirs._feedforward_intermediate_dense)
     copy_weights(ours.feed_forward.output_dense, theirs._feedforward_output_dense)
     copy_weights(ours.feed_forward_layer_norm, theirs._feedforward_layer_norm)
@@ -116,19 +117,19 @@ def _hub_kwargs(norm_first):
     )
 
 
+def _encoder_pair(norm_first, x):
+    ours = built(TransformerEncoderBlock(**_block_kwargs(norm_first)), x.shape, seed=1)
+    theirs = keras_hub.layers.TransformerEncoder(**_hub_kwargs(norm_first))
+    theirs.build(x.shape)
+    _copy_block(ours, theirs)
+    return ours, theirs
+
+
 @NORMS
 def test_encoder_block_matches_keras_hub(norm_first):
     x = random_inputs(0, BATCH, TARGET, WIDTH)
     pad = padding_mask([TARGET, 4], TARGET)
-    ours = TransformerEncoderBlock(**_block_kwargs(norm_first))
-    ours.build(x.shape)
-    randomize_weights(ours, seed=1)
-    theirs = keras_hub.layers.TransformerEncoder(**_hub_kwargs(norm_first))
-    theirs.build(x.shape)
-    _copy_attention(ours.self_attention, theirs._self_attention_layer)
-    copy_weights(ours.self_attention_layer_norm, theirs._self_attention_layer_norm)
-    _copy_feed_forward(ours, theirs)
-
+    ours, theirs = _encoder_pair(norm_first, x)
     expected = to_numpy(theirs(x, padding_mask=pad))
     outputs = to_numpy(ours(x, padding_mask=pad))
     assert_close(outputs[pad], expected[pad])
@@ -136,15 +137,12 @@ def test_encoder_block_matches_keras_hub(norm_first):
 
 def _decoder_pair(norm_first, x, memory):
     ours = TransformerDecoderBlock(**_block_kwargs(norm_first))
-    ours.build(x.shape, memory.shape)
-    randomize_weights(ours, seed=2)
+    built(ours, x.shape, memory.shape, seed=2)
     theirs = keras_hub.layers.TransformerDecoder(**_hub_kwargs(norm_first))
     theirs.build(x.shape, memory.shape)
-    _copy_attention(ours.self_attention, theirs._self_attention_layer)
-    copy_weights(ours.self_attention_layer_norm, theirs._self_attention_layer_norm)
+    _copy_block(ours, theirs)
     _copy_attention(ours.cross_attention_layer, theirs._cross_attention_layer)
     copy_weights(ours.cross_attention_layer_norm, theirs._cross_attention_layer_norm)
-    _copy_feed_forward(ours, theirs)
     return ours, theirs
 
 

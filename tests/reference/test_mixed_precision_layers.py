@@ -27,7 +27,14 @@ layer norm computed in 16 bits (one more rounding of about `u`): that has its ow
 import keras
 import numpy as np
 import pytest
-from reference_utils import ZEROS, copy_weights, padding_mask, random_inputs, randomize_weights
+from reference_utils import (
+    NORMS,
+    ZEROS,
+    copy_weights,
+    padding_mask,
+    random_inputs,
+    randomize_weights,
+)
 
 from keras_transformer.layers import (
     MultiHeadAttention,
@@ -113,9 +120,6 @@ def _block_kwargs(norm_first, dtype):
         dtype=dtype,
         **ZEROS,
     )
-
-
-NORMS = pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
 
 
 @POLICIES

@@ -6,8 +6,6 @@ import pytest
 from numpy_transformer import (
     attention,
     causal_mask,
-    decoder_block,
-    encoder_block,
     feed_forward,
     layer_norm,
     multi_head_attention,
@@ -15,10 +13,14 @@ from numpy_transformer import (
     sinusoidal_position_encoding,
 )
 from reference_utils import (
+    NORMS,
     ZERO_EMBEDDINGS,
     ZEROS,
     assert_close,
     attention_weights,
+    built,
+    decoder_block_reference,
+    encoder_block_reference,
     feed_forward_weights,
     layer_norm_weights,
     padding_mask,
@@ -218,9 +220,7 @@ def _token_embedding(position="sinusoidal", scale=True):
         scale_embeddings=scale,
         **ZERO_EMBEDDINGS,
     )
-    layer.build((None, None))
-    randomize_weights(layer, seed=5)
-    return layer
+    return built(layer, (None, None), seed=5)
 
 
 def test_token_and_position_embedding_matches_reference():
@@ -259,50 +259,16 @@ def test_attend_is_the_tied_output_projection():
 
 def test_feed_forward_matches_reference():
     x = random_inputs(0, BATCH, TARGET, WIDTH)
-    layer = FeedForward(FFN_DIM, **ZEROS)
-    layer.build(x.shape)
-    randomize_weights(layer, seed=1)
+    layer = built(FeedForward(FFN_DIM, **ZEROS), x.shape, seed=1)
     w = feed_forward_weights(layer)
     assert_close(layer(x), feed_forward(x, w.w1, w.b1, w.w2, w.b2))
 
 
 def test_reference_layer_norm_matches_keras():
     x = random_inputs(0, BATCH, TARGET, WIDTH)
-    norm = keras.layers.LayerNormalization(epsilon=EPSILON)
-    norm.build(x.shape)
-    randomize_weights(norm, seed=2)
+    norm = built(keras.layers.LayerNormalization(epsilon=EPSILON), x.shape, seed=2)
     w = layer_norm_weights(norm)
     assert_close(norm(x), layer_norm(x, w.gamma, w.beta, EPSILON))
-
-
-def _encoder_block_reference(block, x, mask, norm_first):
-    return encoder_block(
-        x,
-        attention_weights(block.self_attention),
-        layer_norm_weights(block.self_attention_layer_norm),
-        feed_forward_weights(block.feed_forward),
-        layer_norm_weights(block.feed_forward_layer_norm),
-        EPSILON,
-        mask=mask,
-        norm_first=norm_first,
-    )
-
-
-def _decoder_block_reference(block, x, memory, self_mask, memory_mask, norm_first):
-    return decoder_block(
-        x,
-        memory,
-        attention_weights(block.self_attention),
-        layer_norm_weights(block.self_attention_layer_norm),
-        attention_weights(block.cross_attention_layer),
-        layer_norm_weights(block.cross_attention_layer_norm),
-        feed_forward_weights(block.feed_forward),
-        layer_norm_weights(block.feed_forward_layer_norm),
-        EPSILON,
-        self_mask=self_mask,
-        memory_mask=memory_mask,
-        norm_first=norm_first,
-    )
 
 
 def _block_kwargs(norm_first, kv_heads=None):
@@ -316,18 +282,14 @@ def _block_kwargs(norm_first, kv_heads=None):
     )
 
 
-NORMS = pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
-
-
 @NORMS
 @pytest.mark.parametrize("kv_heads", [None, 2], ids=["mha", "gqa"])
 def test_encoder_block_matches_reference(norm_first, kv_heads):
     x = random_inputs(0, BATCH, TARGET, WIDTH)
     pad = padding_mask([TARGET, 3], TARGET)
-    block = TransformerEncoderBlock(**_block_kwargs(norm_first, kv_heads))
-    block.build(x.shape)
-    randomize_weights(block, seed=7)
-    expected = _encoder_block_reference(block, x, padding_mask_to_attention(pad), norm_first)
+    block = built(TransformerEncoderBlock(**_block_kwargs(norm_first, kv_heads)), x.shape, seed=7)
+    mask = padding_mask_to_attention(pad)
+    expected = encoder_block_reference(block, x, EPSILON, mask, norm_first)
     assert_close(block(x, padding_mask=pad), expected)
 
 
@@ -339,12 +301,12 @@ def test_decoder_block_matches_reference(norm_first, kv_heads):
     decoder_pad = padding_mask([TARGET, 4], TARGET)
     encoder_pad = padding_mask([3, SOURCE], SOURCE)
     block = TransformerDecoderBlock(**_block_kwargs(norm_first, kv_heads))
-    block.build(x.shape, memory.shape)
-    randomize_weights(block, seed=8)
-    expected = _decoder_block_reference(
+    built(block, x.shape, memory.shape, seed=8)
+    expected = decoder_block_reference(
         block,
         x,
         memory,
+        EPSILON,
         padding_mask_to_attention(decoder_pad),
         padding_mask_to_attention(encoder_pad),
         norm_first,
@@ -357,14 +319,11 @@ def test_decoder_block_matches_reference(norm_first, kv_heads):
 def test_encoder_stack_matches_reference(norm_first):
     x = random_inputs(0, BATCH, TARGET, WIDTH)
     pad = padding_mask([TARGET, 2], TARGET)
-    stack = TransformerEncoder(num_layers=2, **_block_kwargs(norm_first))
-    stack.build(x.shape)
-    randomize_weights(stack, seed=9)
+    stack = built(TransformerEncoder(num_layers=2, **_block_kwargs(norm_first)), x.shape, seed=9)
     expected = x.astype(np.float64)
+    mask = padding_mask_to_attention(pad)
     for block in stack.blocks:
-        expected = _encoder_block_reference(
-            block, expected, padding_mask_to_attention(pad), norm_first
-        )
+        expected = encoder_block_reference(block, expected, EPSILON, mask, norm_first)
     if norm_first:  # the pre-norm stack ends with one more layer norm
         w = layer_norm_weights(stack.final_layer_norm)
         expected = layer_norm(expected, w.gamma, w.beta, EPSILON)
@@ -376,11 +335,10 @@ def test_decoder_stack_matches_reference(norm_first):
     x = random_inputs(0, BATCH, TARGET, WIDTH)
     memory = random_inputs(1, BATCH, SOURCE, WIDTH)
     stack = TransformerDecoder(num_layers=2, **_block_kwargs(norm_first))
-    stack.build(x.shape, memory.shape)
-    randomize_weights(stack, seed=10)
+    built(stack, x.shape, memory.shape, seed=10)
     expected = x.astype(np.float64)
     for block in stack.blocks:
-        expected = _decoder_block_reference(block, expected, memory, None, None, norm_first)
+        expected = decoder_block_reference(block, expected, memory, EPSILON, norm_first=norm_first)
     if norm_first:
         w = layer_norm_weights(stack.final_layer_norm)
         expected = layer_norm(expected, w.gamma, w.beta, EPSILON)

@@ -9,21 +9,17 @@ quantisation, our int8 self-attention was off by ~1,600 (Keras core: ~0.02).
 import keras
 import numpy as np
 import pytest
-from reference_utils import copy_weights, padding_mask, random_inputs, randomize_weights
+from reference_utils import padding_mask, random_inputs
 from test_keras_parity import (
     BATCH,
     SOURCE,
     TARGET,
     WIDTH,
     _attention_pair,
-    _block_kwargs,
-    _copy_attention,
-    _copy_feed_forward,
     _decoder_pair,
-    _hub_kwargs,
+    _encoder_pair,
 )
 
-from keras_transformer.layers import TransformerEncoderBlock
 from tests.harness import without_gc_collect
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -111,14 +107,7 @@ def test_lora_fused_and_separate_projections_agree():
 def test_quantized_encoder_block_no_worse_than_keras_hub(mode):
     x = random_inputs(0, BATCH, TARGET, WIDTH)
     pad = padding_mask([TARGET, 4], TARGET)
-    ours = TransformerEncoderBlock(**_block_kwargs(False))
-    ours.build(x.shape)
-    randomize_weights(ours, seed=1)
-    theirs = keras_hub.layers.TransformerEncoder(**_hub_kwargs(False))
-    theirs.build(x.shape)
-    _copy_attention(ours.self_attention, theirs._self_attention_layer)
-    copy_weights(ours.self_attention_layer_norm, theirs._self_attention_layer_norm)
-    _copy_feed_forward(ours, theirs)
+    ours, theirs = _encoder_pair(False, x)
     inputs, mask = keras.Input(x.shape[1:]), keras.Input(pad.shape[1:], dtype="bool")
     ours_model = keras.Model([inputs, mask], ours(inputs, padding_mask=mask))
     theirs_model = keras.Model([inputs, mask], theirs(inputs, padding_mask=mask))

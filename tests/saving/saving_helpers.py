@@ -7,6 +7,8 @@ import stat
 import subprocess
 import sys
 
+import numpy as np
+
 
 @contextlib.contextmanager
 def umask(value):
@@ -64,16 +66,15 @@ def train_tokenizer(vocabulary_size=VOCABULARY_SIZE):
     return SubwordTokenizer.train(SENTENCES, vocabulary_size=vocabulary_size, byte_fallback=False)
 
 
-def tiny_model(dtype=None):
-    """A 1 + 1-layer translation model over the tokenizer's 80 ids."""
-    from keras_transformer.models import Seq2SeqTransformer
+# A batch for `tiny_model`: padding in both inputs.
+INPUTS = {
+    "encoder_token_ids": np.array([[5, 6, 7, 0], [8, 9, 10, 11]], "int32"),
+    "decoder_token_ids": np.array([[2, 12, 13], [2, 14, 0]], "int32"),
+}
 
-    return Seq2SeqTransformer(
-        VOCABULARY_SIZE,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        hidden_dim=16,
-        num_heads=2,
-        intermediate_dim=32,
-        dtype=dtype,
-    )
+
+def tiny_model(**overrides):
+    """A 1 + 1-layer translation model over the tokenizer's 80 ids."""
+    from tests import tiny_models
+
+    return tiny_models.seq2seq(VOCABULARY_SIZE, **overrides)

@@ -26,24 +26,9 @@ import pytest
 
 from keras_transformer.saving import export_serving, load_pretrained, save_pretrained
 from keras_transformer.saving.atomic import host_tag, leftover_name, recover_directory
-from tests.saving.saving_helpers import (
-    dead_pid,
-    file_hashes,
-    tiny_model,
-    train_tokenizer,
-)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer()
-
+from tests.saving.saving_helpers import INPUTS, dead_pid, file_hashes, tiny_model
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
-INPUTS = {
-    "encoder_token_ids": np.array([[5, 6, 7, 0], [8, 9, 10, 11]], "int32"),
-    "decoder_token_ids": np.array([[2, 12, 13], [2, 14, 0]], "int32"),
-}
 QUERY = "A man rides a bike."
 PAUSE_DEADLINE_S = 120
 
@@ -58,6 +43,7 @@ SCENARIOS = [("pretrained", point) for point in PRETRAINED_POINTS] + [
     ("serving", point) for point in SERVING_POINTS
 ]
 FOLDER = {"pretrained": "models", "serving": "exports"}
+LEFTOVER_KIND = {"pretrained": "saving", "serving": "exporting"}  # in the leftovers' names
 SIGNAL_FILES = ("paused", "go", "failed")
 
 # argv: the plan, JSON: the tokenizer directory, the start file, and per scenario its
@@ -69,9 +55,9 @@ CHILD_SCRIPT = textwrap.dedent(
     plan = json.loads(sys.argv[1])
 
     import keras
-    from keras_transformer.models import Seq2SeqTransformer
     from keras_transformer.saving import atomic, export_serving, save_pretrained
     from keras_transformer.text import SubwordTokenizer
+    from tests.saving.saving_helpers import tiny_model
 
     def wait_for(path):
         # Bounded, so that a child whose test process died does not stay behind for good.
@@ -143,10 +129,7 @@ CHILD_SCRIPT = textwrap.dedent(
             raise RuntimeError("the save finished without pausing")
 
     keras.utils.set_random_seed(99)  # Other weights than the previous saves'.
-    model = Seq2SeqTransformer(
-        80, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
-        intermediate_dim=32,
-    )
+    model = tiny_model()
     tokenizer = SubwordTokenizer.load(plan["tokenizer"])
     wait_for(plan["start"])  # The previous saves are made while this process imports.
     for scenario in plan["scenarios"]:
@@ -221,12 +204,17 @@ class KilledSaves:
         return f"the child's stderr: {text[-3000:]}"
 
     def restore(self, saver, point, tmp_path):
-        """Copies the scenario's folder into `tmp_path`, as it was; returns the copy."""
+        """Copies the scenario's folder into `tmp_path`, as it was; returns the copy.
+
+        Checks first that the child was killed, and left there what a kill leaves.
+        """
         if (saver, point) not in self.snapshots:
             reason = self.failures.get((saver, point), "the scenario was not run")
             pytest.fail(f"no {saver} save paused at {point}: {reason}\n{self.stderr}")
         folder = tmp_path / FOLDER[saver]
         shutil.copytree(self.snapshots[saver, point], folder, symlinks=True)
+        assert self.returncode == -signal.SIGKILL, self.stderr
+        assert_left_by_the_kill(folder, point, LEFTOVER_KIND[saver], self.pid)
         return folder
 
 
@@ -330,8 +318,6 @@ def test_killed_save_pretrained(tmp_path, tokenizer, killed_saves, previous_pret
     parent = killed_saves.restore("pretrained", point, tmp_path)
     target = parent / "run"
     hashes, outputs = previous_pretrained.hashes, previous_pretrained.outputs
-    assert killed_saves.returncode == -signal.SIGKILL, killed_saves.stderr
-    assert_left_by_the_kill(parent, point, "saving", killed_saves.pid)
 
     bundle = load_pretrained(target)  # Puts back a retired save; reads only otherwise.
     if point == "after_exchange":
@@ -357,8 +343,6 @@ def test_killed_export_serving(tmp_path, tokenizer, killed_saves, previous_expor
     parent = killed_saves.restore("serving", point, tmp_path)
     target = parent / "run"
     hashes, translation = previous_export.hashes, previous_export.translation
-    assert killed_saves.returncode == -signal.SIGKILL, killed_saves.stderr
-    assert_left_by_the_kill(parent, point, "exporting", killed_saves.pid)
 
     # What the next export does first; `tf.saved_model.load` cannot do it.
     assert recover_directory(target) == (point == "between_renames")

@@ -5,27 +5,17 @@ import shutil
 import numpy as np
 import pytest
 
-from keras_transformer.models import MaskedLM, Seq2SeqTransformer, TransformerLM
 from keras_transformer.saving import PretrainedDirectoryError, load_pretrained, save_pretrained
 from keras_transformer.version import __version__
+from tests import tiny_models
 from tests.saving.saving_helpers import (
+    INPUTS,
     assert_modes,
     modes,
     tiny_model,
     train_tokenizer,
     umask,
 )
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer()
-
-
-INPUTS = {
-    "encoder_token_ids": np.array([[5, 6, 7, 0], [8, 9, 10, 11]], "int32"),
-    "decoder_token_ids": np.array([[2, 12, 13], [2, 14, 0]], "int32"),
-}
 
 
 def test_round_trip(tmp_path, tokenizer):
@@ -182,14 +172,7 @@ def test_damaged_directory_names_the_file(tmp_path, tokenizer, damage, match):
 
 def test_weights_of_another_model_are_rejected(tmp_path):
     directory = save_pretrained(tiny_model(), tmp_path / "run")
-    other = Seq2SeqTransformer(
-        80,
-        num_encoder_layers=2,
-        num_decoder_layers=1,
-        hidden_dim=16,
-        num_heads=2,
-        intermediate_dim=32,
-    )
+    other = tiny_model(num_encoder_layers=2)
     other.save_weights(directory / "model.weights.h5")
     with pytest.raises(PretrainedDirectoryError, match="belongs to another model"):
         load_pretrained(directory)
@@ -298,8 +281,7 @@ def test_modes_follow_the_umask(tmp_path, tokenizer, mask, directory_mode, file_
 
 
 def test_round_trip_language_models(tmp_path):
-    lm = TransformerLM(80, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32)
-    masked = MaskedLM(80, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32)
+    lm, masked = tiny_models.lm(80), tiny_models.masked_lm(80)
     ids = np.array([[2, 5, 6, 7], [2, 8, 9, 0]], "int32")
     for name, model in [("lm", lm), ("masked", masked)]:
         expected = np.asarray(model(ids, training=False))

@@ -16,16 +16,6 @@ SAMPLES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pairs():
-    return load_multi30k("train", limit=2000)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(pairs):
-    return SubwordTokenizer.train([s for pair in pairs for s in pair], vocabulary_size=2000)
-
-
 def test_vocabulary_size_and_special_ids(tokenizer):
     assert tokenizer.vocabulary_size == 2000
     assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id) == (

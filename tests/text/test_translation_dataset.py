@@ -2,8 +2,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from examples.translation.data import load_multi30k
-from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import (
     length_bucket_boundaries,
     make_translation_dataset,
@@ -12,16 +10,6 @@ from keras_transformer.text.translation_dataset import (
 )
 
 START, END, PAD = 2, 3, 0
-
-
-@pytest.fixture(scope="module")
-def pairs():
-    return load_multi30k("train", limit=2000)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(pairs):
-    return SubwordTokenizer.train([s for pair in pairs for s in pair], vocabulary_size=2000)
 
 
 def _batches(dataset):
