@@ -89,7 +89,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
     def __init__(self, num_heads, intermediate_dim, *args, cross_attention=True, **kwargs):
         super().__init__(num_heads, intermediate_dim, *args, **kwargs)
-        self.cross_attention = cross_attention
+        self.has_cross_attention = cross_attention
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
         check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
@@ -100,7 +100,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             names.SELF_ATTENTION_LAYER_NORM, inputs_shape
         )
         self.self_attention_dropout = self._dropout("self_attention_dropout")
-        if self.cross_attention:
+        if self.has_cross_attention:
             if encoder_outputs_shape is None:
                 encoder_outputs_shape = inputs_shape
             self.cross_attention_layer = self._attention(names.CROSS_ATTENTION)
@@ -158,7 +158,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             scores["self_attention"], extras = extras[0], extras[1:]
         if self_attention_cache is not None:
             self_attention_cache = extras[0]
-        if self.cross_attention:
+        if self.has_cross_attention:
             x, extras = self._cross_attention_residual(
                 x,
                 encoder_outputs,
@@ -189,13 +189,13 @@ class TransformerDecoderBlock(TransformerBlockBase):
     ):
         """Raises a `ValueError` naming the argument and the fix for a call that cannot run."""
         check_rank("inputs", inputs.shape, 3, "`(batch, length, width)`")
-        if self.cross_attention and encoder_outputs is None and cross_attention_cache is None:
+        if self.has_cross_attention and encoder_outputs is None and cross_attention_cache is None:
             raise ValueError(
                 "This block has `cross_attention=True`, so it needs `encoder_outputs` "
                 "(or a precomputed `cross_attention_cache`). Pass them, or build the block "
                 "with `cross_attention=False` for a decoder-only model."
             )
-        if not self.cross_attention and encoder_outputs is not None:
+        if not self.has_cross_attention and encoder_outputs is not None:
             raise ValueError(
                 "`encoder_outputs` was passed to a block built with `cross_attention=False`. "
                 "Build it with `cross_attention=True` to attend to an encoder."
@@ -292,7 +292,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
                     (batch, self.num_heads, length, key_length), dtype=self.compute_dtype
                 )
             }
-            if self.cross_attention:
+            if self.has_cross_attention:
                 source = (
                     cross_attention_cache.shape[2]
                     if cross_attention_cache is not None
@@ -318,5 +318,5 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
     def get_config(self):
         config = super().get_config()
-        config["cross_attention"] = self.cross_attention
+        config["cross_attention"] = self.has_cross_attention
         return config
