@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
 from keras_transformer.models.transformer_model_base import TransformerModelBase
 from keras_transformer.validation import check_positive_int
@@ -39,6 +38,8 @@ class EncoderModelBase(TransformerModelBase):
     weights to another (e.g. a `TransformerClassifier`): see
     `copy_encoder_weights`.
     """
+
+    CONFIG_ARGUMENTS = ENCODER_ARCHITECTURE + ENCODER_DROPOUTS
 
     def __init__(
         self,
@@ -83,32 +84,16 @@ class EncoderModelBase(TransformerModelBase):
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         padding_mask = ops.not_equal(token_ids, pad_id)
-        x = TokenAndPositionEmbedding(
+        x = self._embedding(
             vocabulary_size,
-            hidden_dim,
-            sequence_length=max_sequence_length,
-            position=position,
+            name="embedding",
             scale_embeddings=scale_embeddings,
-            mask_zero=False,
-            dropout=dropout,
             layer_norm=embedding_layer_norm,
             layer_norm_epsilon=layer_norm_epsilon,
-            dtype=self.dtype_policy,
-            name="embedding",
         )(token_ids)
-        x = TransformerEncoder(
-            num_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=self.dtype_policy,
-            name="transformer_encoder",
-        )(x, padding_mask=padding_mask)
+        x = TransformerEncoder(num_layers, name="transformer_encoder", **self._stack_arguments())(
+            x, padding_mask=padding_mask
+        )
         self.encoder = keras.Model(token_ids, x, name="encoder")
 
     def encoder_config(self):
@@ -131,12 +116,6 @@ class EncoderModelBase(TransformerModelBase):
         (100, 16, False)
         """
         return {name: getattr(self, name) for name in ENCODER_ARCHITECTURE}
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.encoder_config())
-        config.update({name: getattr(self, name) for name in ENCODER_DROPOUTS})
-        return config
 
 
 def _describe(value):

@@ -1,6 +1,5 @@
 import keras
 
-from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.transformer_decoder import TransformerDecoder
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
 from keras_transformer.models.transformer_model_base import TransformerModelBase
@@ -74,6 +73,27 @@ class Seq2SeqTransformer(TransformerModelBase):
     """
 
     INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
+    CONFIG_ARGUMENTS = (
+        "source_vocabulary_size",
+        "target_vocabulary_size",
+        "num_encoder_layers",
+        "num_decoder_layers",
+        "hidden_dim",
+        "num_heads",
+        "intermediate_dim",
+        "dropout",
+        "max_sequence_length",
+        "position",
+        "norm_first",
+        "share_embeddings",
+        "tie_output_embeddings",
+        "pad_id",
+        "attention_dropout",
+        "activation_dropout",
+        "activation",
+        "layer_norm_epsilon",
+        "num_key_value_heads",
+    )
 
     def __init__(
         self,
@@ -133,36 +153,13 @@ class Seq2SeqTransformer(TransformerModelBase):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.num_key_value_heads = num_key_value_heads
 
-        embedding_args = dict(
-            embedding_dim=hidden_dim,
-            sequence_length=max_sequence_length,
-            position=position,
-            mask_zero=False,  # padding masks come from `pad_id`, passed explicitly
-            dropout=dropout,
-            dtype=self.dtype_policy,
-        )
-        self.source_embedding = TokenAndPositionEmbedding(
-            source_vocabulary_size, name="source_embedding", **embedding_args
-        )
+        self.source_embedding = self._embedding(source_vocabulary_size, name="source_embedding")
         self.target_embedding = (
             self.source_embedding
             if share_embeddings
-            else TokenAndPositionEmbedding(
-                target_vocabulary_size, name="target_embedding", **embedding_args
-            )
+            else self._embedding(target_vocabulary_size, name="target_embedding")
         )
-        block_args = dict(
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            num_key_value_heads=num_key_value_heads,
-            dtype=self.dtype_policy,
-        )
+        block_args = dict(num_key_value_heads=num_key_value_heads, **self._stack_arguments())
         self.encoder = TransformerEncoder(num_encoder_layers, name="encoder", **block_args)
         self.decoder = TransformerDecoder(num_decoder_layers, name="decoder", **block_args)
         self.output_projection = None
@@ -410,30 +407,3 @@ class Seq2SeqTransformer(TransformerModelBase):
         return self.decode(
             inputs["decoder_token_ids"], encoder_outputs, encoder_padding_mask, training=training
         )
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "source_vocabulary_size": self.source_vocabulary_size,
-                "target_vocabulary_size": self.target_vocabulary_size,
-                "num_encoder_layers": self.num_encoder_layers,
-                "num_decoder_layers": self.num_decoder_layers,
-                "hidden_dim": self.hidden_dim,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "max_sequence_length": self.max_sequence_length,
-                "position": self.position,
-                "norm_first": self.norm_first,
-                "share_embeddings": self.share_embeddings,
-                "tie_output_embeddings": self.tie_output_embeddings,
-                "pad_id": self.pad_id,
-                "attention_dropout": self.attention_dropout,
-                "activation_dropout": self.activation_dropout,
-                "activation": self.activation,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "num_key_value_heads": self.num_key_value_heads,
-            }
-        )
-        return config
