@@ -45,10 +45,16 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND`` or ``--
 """
 
 import argparse
-import os
 import statistics
-import sys
 import time
+
+from command_line import (
+    add_shared_flags,
+    chosen_contenders,
+    chosen_shape,
+    report,
+    set_backend,
+)
 
 CONTENDERS = (
     "ours_greedy",
@@ -80,19 +86,7 @@ def parse_args(argv=None):
         default=None,
         help="XLA setting(s) (default: both on TensorFlow, on for JAX; on with --quick)",
     )
-    parser.add_argument(
-        "--contenders", default=",".join(CONTENDERS), help=f"subset of {','.join(CONTENDERS)}"
-    )
-    parser.add_argument(
-        "--backend",
-        default=None,
-        help="Keras backend; sets KERAS_BACKEND before Keras is imported",
-    )
-    parser.add_argument(
-        "--output",
-        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md"),
-        help="Markdown file to append the results to ('' to skip)",
-    )
+    add_shared_flags(parser, CONTENDERS)
     parser.add_argument("--quick", action="store_true", help="small shapes, for a smoke test")
     parser.add_argument(
         "--batch-sizes",
@@ -105,11 +99,7 @@ def parse_args(argv=None):
         flag = key.replace("_", "-")
         parser.add_argument(f"--{flag}", dest=key, type=int, default=None, help=f"default {value}")
     args = parser.parse_args(argv)
-    shape = dict(QUICK_SHAPE if args.quick else FULL_SHAPE)
-    for key in shape:
-        if getattr(args, key) is not None:
-            shape[key] = getattr(args, key)
-    args.shape = shape
+    args.shape = chosen_shape(args, FULL_SHAPE, QUICK_SHAPE)
     sizes = args.batch_sizes or ("1,8" if args.quick else "1,32")
     try:
         args.batch_sizes = [int(size) for size in sizes.split(",")]
@@ -120,10 +110,7 @@ def parse_args(argv=None):
     for name, default in zip(("calls", "rounds"), (3, 2) if args.quick else (2, 5)):
         if getattr(args, name) is None:
             setattr(args, name, default)
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    unknown = set(args.contenders) - set(CONTENDERS)
-    if unknown:
-        parser.error(f"unknown contenders {sorted(unknown)}; choose from {CONTENDERS}")
+    args.contenders = chosen_contenders(parser, args, CONTENDERS)
     if args.calls < 1 or args.rounds < 1:
         parser.error("--calls and --rounds must be at least 1")
     return args
@@ -406,14 +393,8 @@ def markdown_table(rows):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.backend:
-        os.environ["KERAS_BACKEND"] = args.backend
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.dirname(here))
-    sys.path.insert(0, here)
-    from machine import cpu_description, load_average, versions
-    from results import append_section
+    set_backend(args)
+    from machine import load_average, versions
 
     started, load_at_start = time.perf_counter(), load_average()
 
@@ -506,26 +487,16 @@ def main(argv=None):
         "(4 beams for beam-4); `rows vs ours greedy`: decoder-row tokens/s over ours "
         "greedy's tokens/s (the beam-4 target is >= 0.8)."
     )
-    elapsed = time.perf_counter() - started
-    print()
-    print(table)
-    print(summary)
-    load = (
-        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
-        f"end on {os.cpu_count()} cores"
+    report(
+        args,
+        "Generation throughput",
+        "benchmarks/generation.py",
+        (backend, found),
+        table,
+        summary,
+        started,
+        load_at_start,
     )
-    print(f"wall time {elapsed:.0f} s; {load}")
-    if args.output:
-        append_section(
-            args.output,
-            "Generation throughput",
-            "benchmarks/generation.py",
-            backend,
-            found,
-            [f"CPU: {cpu_description()}", summary, f"Wall time: {elapsed:.0f} s; {load}"],
-            table,
-        )
-        print(f"appended to {args.output}")
 
 
 if __name__ == "__main__":

@@ -36,10 +36,16 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND``, or ``-
 """
 
 import argparse
-import os
 import statistics
-import sys
 import time
+
+from command_line import (
+    add_shared_flags,
+    chosen_contenders,
+    chosen_shape,
+    report,
+    set_backend,
+)
 
 CONTENDERS = ("ours", "keras_hub", "keras_core")
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -67,20 +73,7 @@ def parse_args(argv=None):
         default=None,
         help="jit_compile setting(s) to measure (default: both; off with --quick)",
     )
-    parser.add_argument(
-        "--contenders", default=",".join(CONTENDERS), help=f"subset of {','.join(CONTENDERS)}"
-    )
-    parser.add_argument(
-        "--backend",
-        default=None,
-        help="Keras backend; sets KERAS_BACKEND before Keras is imported (default: the "
-        "KERAS_BACKEND environment variable, else tensorflow)",
-    )
-    parser.add_argument(
-        "--output",
-        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md"),
-        help="Markdown file to append the results to ('' to skip)",
-    )
+    add_shared_flags(parser, CONTENDERS)
     parser.add_argument(
         "--peak-gflops",
         default=None,
@@ -93,20 +86,13 @@ def parse_args(argv=None):
         parser.add_argument(f"--{key}", type=int, default=None, help=f"default {value}")
     args = parser.parse_args(argv)
 
-    shape = dict(QUICK_SHAPE if args.quick else FULL_SHAPE)
-    for key in shape:
-        if getattr(args, key) is not None:
-            shape[key] = getattr(args, key)
-    args.shape = shape
+    args.shape = chosen_shape(args, FULL_SHAPE, QUICK_SHAPE)
     defaults = (2, 1, 1) if args.quick else (10, 3, 3)
     for name, default in zip(("steps", "rounds", "warmup"), defaults):
         if getattr(args, name) is None:
             setattr(args, name, default)
     args.precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    unknown = set(args.contenders) - set(CONTENDERS)
-    if unknown:
-        parser.error(f"unknown contenders {sorted(unknown)}; choose from {CONTENDERS}")
+    args.contenders = chosen_contenders(parser, args, CONTENDERS)
     if args.jit is None:
         args.jit = "off" if args.quick else "both"
     args.jit_modes = {"both": [False, True], "on": [True], "off": [False]}[args.jit]
@@ -263,14 +249,8 @@ def markdown_table(rows):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.backend:
-        os.environ["KERAS_BACKEND"] = args.backend
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.dirname(here))
-    sys.path.insert(0, here)
-    from machine import cpu_description, load_average, matmul_peak_gflops, versions
-    from results import append_section
+    set_backend(args)
+    from machine import load_average, matmul_peak_gflops, versions
 
     started, load_at_start = time.perf_counter(), load_average()
 
@@ -363,26 +343,17 @@ def main(argv=None):
         "and highest round in brackets; tokens/CPU-s divides by the process's CPU time, "
         "which is less sensitive to other load on the machine."
     )
-    elapsed = time.perf_counter() - started
-    load = (
-        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
-        f"end on {os.cpu_count()} cores (other processes lower the absolute figures)"
+    report(
+        args,
+        "Training throughput",
+        "benchmarks/training.py",
+        (backend, found),
+        table,
+        summary,
+        started,
+        load_at_start,
+        remark=" (other processes lower the absolute figures)",
     )
-    print()
-    print(table)
-    print(summary)
-    print(f"wall time {elapsed:.0f} s; {load}")
-    if args.output:
-        append_section(
-            args.output,
-            "Training throughput",
-            "benchmarks/training.py",
-            backend,
-            found,
-            [f"CPU: {cpu_description()}", summary, f"Wall time: {elapsed:.0f} s; {load}"],
-            table,
-        )
-        print(f"appended to {args.output}")
 
 
 if __name__ == "__main__":
