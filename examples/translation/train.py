@@ -43,47 +43,11 @@ from examples.command_line import (
 )
 from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
 from examples.translation.pictures import save_attention_picture, save_position_picture
+from examples.translation.settings import FULL, QUICK
 from examples.translation.translator import translate
 from keras_transformer.saving import export_serving, save_pretrained
 from keras_transformer.text import SubwordTokenizer, make_translation_dataset
 from keras_transformer.training import CheckpointAveraging, EpochSeeds
-
-# About four minutes of training on 2 CPU cores: every pair, two epochs, a 2 + 2 model.
-QUICK = dict(
-    train_pairs=None,
-    eval_pairs=200,
-    vocabulary_size=4000,
-    preset="tiny",
-    norm_first=True,
-    epochs=2,
-    tokens_per_batch=4096,
-    warmup_steps=200,
-    learning_rate_scale=1.0,
-    beam_size=2,
-    average_checkpoints=1,
-    checkpoint_every=None,
-    min_tokens_per_batch=0,
-    subword_dropout=0.0,
-)
-# Under 45 minutes of training on 2 CPU cores (see RESULTS.md): 20 epochs since the
-# training step became 1.21x faster (issue #15); 17 fitted the budget before.
-FULL = dict(
-    train_pairs=None,
-    eval_pairs=None,
-    vocabulary_size=8000,
-    preset="small",
-    norm_first=True,
-    dropout=0.2,
-    epochs=20,
-    tokens_per_batch=4096,
-    warmup_steps=600,
-    learning_rate_scale=1.25,
-    beam_size=5,
-    average_checkpoints=10,
-    checkpoint_every=64,
-    min_tokens_per_batch=1024,
-    subword_dropout=0.0,
-)
 
 
 def _subword_dropout(text):
