@@ -26,6 +26,7 @@ from examples.text_classification.cli import (
     check_positive,
     check_rate,
     command_line,
+    fill_defaults,
     model_overrides,
     run_command,
 )
@@ -87,10 +88,7 @@ def parse_args(argv):
     add_model_flags(parser)
     add_common_flags(parser)
     args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else FULL
-    for key, value in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    fill_defaults(args, QUICK if args.quick else FULL)
     for name in ("vocabulary_size", "max_length", "batch_size", "epochs"):
         check_positive(parser, name, getattr(args, name))
     if args.max_length < 3:

@@ -46,6 +46,7 @@ from examples.text_classification.cli import (
     check_positive,
     check_rate,
     command_line,
+    fill_defaults,
     model_overrides,
     prepare_devices,
     run_command,
@@ -143,10 +144,7 @@ def parse_args(argv):
     if args.quick and args.dataset not in (None, "sst2"):
         parser.error("--quick runs on SST-2; leave out --dataset or pass --dataset sst2")
     args.dataset = args.dataset or "sst2"
-    defaults = QUICK if args.quick else FULL[args.dataset]
-    for key, value in defaults.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
+    fill_defaults(args, QUICK if args.quick else FULL[args.dataset])
     for name in ("vocabulary_size", "max_length", "batch_size", "epochs", "patience"):
         check_positive(parser, name, getattr(args, name))
     if args.train_limit is not None:

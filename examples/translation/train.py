@@ -38,6 +38,7 @@ from examples.command_line import (
     check_positive_number,
     check_rate,
     command_line,
+    fill_defaults,
     prepare_devices,
     run_command,
 )
@@ -141,10 +142,7 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
     add_debug_flags(parser)
     args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else FULL
-    for key, value in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    fill_defaults(args, QUICK if args.quick else FULL)
     if args.output_dir is None:
         args.output_dir = os.path.join("runs", "multi30k-quick" if args.quick else "multi30k")
     check_arguments(parser, args)
