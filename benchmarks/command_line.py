@@ -1,5 +1,6 @@
 """What the throughput benchmarks' commands share: flags, the backend, the closing report."""
 
+import argparse
 import os
 import sys
 import time
@@ -7,8 +8,22 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def add_shared_flags(parser, contenders):
-    """`--contenders`, `--backend` and `--output`."""
+def new_parser(docstring):
+    """A parser described by the docstring's first paragraph, which `--help` shows as written."""
+    return argparse.ArgumentParser(
+        description=docstring.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_shared_flags(parser, contenders, jit_help):
+    """`--rounds`, `--jit`, `--contenders`, `--backend` and `--output`.
+
+    `--jit` is `both`, `on` or `off`; left out, it is the benchmark's default, which
+    `jit_help` says.
+    """
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (median is reported)")
+    parser.add_argument("--jit", choices=("both", "on", "off"), default=None, help=jit_help)
     parser.add_argument(
         "--contenders", default=",".join(contenders), help=f"subset of {','.join(contenders)}"
     )

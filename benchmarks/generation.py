@@ -44,7 +44,6 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND`` or ``--
     KERAS_BACKEND=jax python benchmarks/generation.py --jit on
 """
 
-import argparse
 import statistics
 import time
 
@@ -52,6 +51,7 @@ from command_line import (
     add_shared_flags,
     chosen_contenders,
     chosen_shape,
+    new_parser,
     report,
     set_backend,
 )
@@ -74,19 +74,13 @@ START_ID, END_ID = 1, 2
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = new_parser(__doc__)
     parser.add_argument("--calls", type=int, default=None, help="timed calls per measurement")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (median is reported)")
-    parser.add_argument(
-        "--jit",
-        choices=("both", "on", "off"),
-        default=None,
-        help="XLA setting(s) (default: both on TensorFlow, on for JAX; on with --quick)",
+    add_shared_flags(
+        parser,
+        CONTENDERS,
+        jit_help="XLA setting(s) (default: both on TensorFlow, on for JAX; on with --quick)",
     )
-    add_shared_flags(parser, CONTENDERS)
     parser.add_argument("--quick", action="store_true", help="small shapes, for a smoke test")
     parser.add_argument(
         "--batch-sizes",

@@ -35,7 +35,6 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND``, or ``-
     KERAS_BACKEND=jax python benchmarks/training.py --jit on   # JAX without jit is eager
 """
 
-import argparse
 import statistics
 import time
 
@@ -43,6 +42,7 @@ from command_line import (
     add_shared_flags,
     chosen_contenders,
     chosen_shape,
+    new_parser,
     report,
     set_backend,
 )
@@ -57,23 +57,17 @@ QUICK_SHAPE = dict(vocab=100, hidden=32, heads=2, ff=64, layers=1, seq=16, batch
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = new_parser(__doc__)
     parser.add_argument("--steps", type=int, default=None, help="timed steps per measurement")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (median is reported)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps per model")
     parser.add_argument(
         "--precisions", default=",".join(PRECISIONS), help="comma-separated dtype policies"
     )
-    parser.add_argument(
-        "--jit",
-        choices=("both", "on", "off"),
-        default=None,
-        help="jit_compile setting(s) to measure (default: both; off with --quick)",
+    add_shared_flags(
+        parser,
+        CONTENDERS,
+        jit_help="jit_compile setting(s) to measure (default: both; off with --quick)",
     )
-    add_shared_flags(parser, CONTENDERS)
     parser.add_argument(
         "--peak-gflops",
         default=None,
