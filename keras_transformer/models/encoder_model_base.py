@@ -66,21 +66,7 @@ class EncoderModelBase(TransformerModelBase):
             vocabulary_size=vocabulary_size, num_layers=num_layers, hidden_dim=hidden_dim
         )
         check_positive_int("intermediate_dim", intermediate_dim)
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.position = position
-        self.norm_first = norm_first
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.scale_embeddings = scale_embeddings
-        self.embedding_layer_norm = embedding_layer_norm
+        self._keep_arguments(locals())
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         padding_mask = ops.not_equal(token_ids, pad_id)

@@ -134,24 +134,7 @@ class Seq2SeqTransformer(TransformerModelBase):
                 f"target_vocabulary_size={target_vocabulary_size}. Use a shared vocabulary "
                 "or `share_embeddings=False`."
             )
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
-        self.num_encoder_layers = num_encoder_layers
-        self.num_decoder_layers = num_decoder_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.position = position
-        self.norm_first = norm_first
-        self.share_embeddings = share_embeddings
-        self.tie_output_embeddings = tie_output_embeddings
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.num_key_value_heads = num_key_value_heads
+        self._keep_arguments(locals())
 
         self.source_embedding = self._embedding(source_vocabulary_size, name="source_embedding")
         self.target_embedding = (

@@ -94,21 +94,7 @@ class TransformerLM(TransformerModelBase):
         self._check_dims(
             vocabulary_size=vocabulary_size, num_layers=num_layers, hidden_dim=hidden_dim
         )
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.position = position
-        self.norm_first = norm_first
-        self.tie_output_embeddings = tie_output_embeddings
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.num_key_value_heads = num_key_value_heads
+        self._keep_arguments(locals())
 
         self.embedding = self._embedding(vocabulary_size, name="embedding")
         self.decoder = TransformerDecoder(

@@ -82,6 +82,18 @@ class TransformerModelBase(keras.Model):
     def build_from_config(self, config):
         self.build()
 
+    def _keep_arguments(self, arguments):
+        """Keeps each constructor argument named in `CONFIG_ARGUMENTS` as an attribute.
+
+        Args:
+            arguments: the constructor's `locals()`, so that the names are listed
+                once, in `CONFIG_ARGUMENTS`, for the attributes and `get_config`
+                alike; names it lacks are left to the subclass.
+        """
+        for name in self.CONFIG_ARGUMENTS:
+            if name in arguments:
+                setattr(self, name, arguments[name])
+
     @staticmethod
     def _check_dims(**dims):
         for name, value in dims.items():
