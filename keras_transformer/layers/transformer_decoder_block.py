@@ -5,8 +5,6 @@ from keras_transformer.layers.transformer_block_base import TransformerBlockBase
 from keras_transformer.ops.masks import (
     check_mask_shape,
     get_keras_mask,
-    merge_masks,
-    padding_to_attention_mask,
 )
 from keras_transformer.validation import check_rank
 
@@ -92,14 +90,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         self.has_cross_attention = cross_attention
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
-        check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
-        self._check_width(inputs_shape[-1])
-        self.self_attention = self._attention(names.SELF_ATTENTION)
-        self.self_attention.build(inputs_shape, inputs_shape)
-        self.self_attention_layer_norm = self._layer_norm(
-            names.SELF_ATTENTION_LAYER_NORM, inputs_shape
-        )
-        self.self_attention_dropout = self._dropout("self_attention_dropout")
+        self._build_self_attention(inputs_shape)
         if self.has_cross_attention:
             if encoder_outputs_shape is None:
                 encoder_outputs_shape = inputs_shape
@@ -219,12 +210,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             decoder_padding_mask, None, self_key_length, name="decoder_padding_mask", ranks=(2,)
         )
         check_mask_shape(decoder_attention_mask, target_length, self_key_length)
-        return merge_masks(
-            None
-            if decoder_padding_mask is None
-            else padding_to_attention_mask(decoder_padding_mask),
-            decoder_attention_mask,
-        )
+        return self._attention_mask(decoder_padding_mask, decoder_attention_mask)
 
     def _cross_attention_residual(
         self,
@@ -247,12 +233,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             encoder_padding_mask, None, source_length, name="encoder_padding_mask", ranks=(2,)
         )
         check_mask_shape(encoder_attention_mask, x.shape[1], source_length)
-        cross_mask = merge_masks(
-            None
-            if encoder_padding_mask is None
-            else padding_to_attention_mask(encoder_padding_mask),
-            encoder_attention_mask,
-        )
+        cross_mask = self._attention_mask(encoder_padding_mask, encoder_attention_mask)
 
         def cross_attention(h):
             return self.cross_attention_layer(
