@@ -8,20 +8,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def new_parser(docstring):
-    """A parser described by the docstring's first paragraph, which `--help` shows as written."""
-    return argparse.ArgumentParser(
+def new_parser(docstring, contenders, jit_help):
+    """A parser with the flags both benchmarks take.
+
+    Its description is the docstring's first paragraph, which `--help` shows as
+    written. The flags: `--rounds`, `--jit` (`both`, `on` or `off`; left out, the
+    benchmark's default, which `jit_help` says), `--contenders` (a subset of
+    `contenders`), `--backend`, `--output` and `--quick`.
+    """
+    parser = argparse.ArgumentParser(
         description=docstring.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-
-
-def add_shared_flags(parser, contenders, jit_help):
-    """`--rounds`, `--jit`, `--contenders`, `--backend` and `--output`.
-
-    `--jit` is `both`, `on` or `off`; left out, it is the benchmark's default, which
-    `jit_help` says.
-    """
     parser.add_argument("--rounds", type=int, default=None, help="rounds (median is reported)")
     parser.add_argument("--jit", choices=("both", "on", "off"), default=None, help=jit_help)
     parser.add_argument(
@@ -38,24 +36,37 @@ def add_shared_flags(parser, contenders, jit_help):
         default=os.path.join(HERE, "RESULTS.md"),
         help="Markdown file to append the results to ('' to skip)",
     )
+    parser.add_argument("--quick", action="store_true", help="small shapes, for a smoke test")
+    return parser
 
 
-def chosen_shape(args, full_shape, quick_shape):
-    """The `--quick` or full shape, with the sizes given as flags in place of its own."""
+def parse_shared(parser, argv, contenders, full_shape, quick_shape):
+    """Parses `argv`, with `args.shape` and `args.contenders` resolved.
+
+    Args:
+        parser: the parser from `new_parser`, with the benchmark's own flags and
+            one flag per key of `full_shape`.
+        argv: the arguments, or `None` for the command line's.
+        contenders: every contender the benchmark knows.
+        full_shape: the default sizes, a dict.
+        quick_shape: the sizes with `--quick`, a dict with the same keys.
+
+    Returns:
+        The parsed flags; `args.shape` holds the `--quick` or full sizes with
+        those given as flags in their place, `args.contenders` the chosen
+        contenders as a list.
+    """
+    args = parser.parse_args(argv)
     shape = dict(quick_shape if args.quick else full_shape)
     for key in shape:
         if getattr(args, key) is not None:
             shape[key] = getattr(args, key)
-    return shape
-
-
-def chosen_contenders(parser, args, contenders):
-    """`--contenders` as a list, every name checked against `contenders`."""
-    chosen = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    unknown = set(chosen) - set(contenders)
+    args.shape = shape
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    unknown = set(args.contenders) - set(contenders)
     if unknown:
         parser.error(f"unknown contenders {sorted(unknown)}; choose from {contenders}")
-    return chosen
+    return args
 
 
 def set_backend(args):

@@ -47,14 +47,7 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND`` or ``--
 import statistics
 import time
 
-from command_line import (
-    add_shared_flags,
-    chosen_contenders,
-    chosen_shape,
-    new_parser,
-    report,
-    set_backend,
-)
+from command_line import new_parser, parse_shared, report, set_backend
 
 CONTENDERS = (
     "ours_greedy",
@@ -74,14 +67,12 @@ START_ID, END_ID = 1, 2
 
 
 def parse_args(argv=None):
-    parser = new_parser(__doc__)
-    parser.add_argument("--calls", type=int, default=None, help="timed calls per measurement")
-    add_shared_flags(
-        parser,
+    parser = new_parser(
+        __doc__,
         CONTENDERS,
         jit_help="XLA setting(s) (default: both on TensorFlow, on for JAX; on with --quick)",
     )
-    parser.add_argument("--quick", action="store_true", help="small shapes, for a smoke test")
+    parser.add_argument("--calls", type=int, default=None, help="timed calls per measurement")
     parser.add_argument(
         "--batch-sizes",
         default=None,
@@ -92,8 +83,7 @@ def parse_args(argv=None):
             continue
         flag = key.replace("_", "-")
         parser.add_argument(f"--{flag}", dest=key, type=int, default=None, help=f"default {value}")
-    args = parser.parse_args(argv)
-    args.shape = chosen_shape(args, FULL_SHAPE, QUICK_SHAPE)
+    args = parse_shared(parser, argv, CONTENDERS, FULL_SHAPE, QUICK_SHAPE)
     sizes = args.batch_sizes or ("1,8" if args.quick else "1,32")
     try:
         args.batch_sizes = [int(size) for size in sizes.split(",")]
@@ -104,7 +94,6 @@ def parse_args(argv=None):
     for name, default in zip(("calls", "rounds"), (3, 2) if args.quick else (2, 5)):
         if getattr(args, name) is None:
             setattr(args, name, default)
-    args.contenders = chosen_contenders(parser, args, CONTENDERS)
     if args.calls < 1 or args.rounds < 1:
         parser.error("--calls and --rounds must be at least 1")
     return args

@@ -38,14 +38,7 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND``, or ``-
 import statistics
 import time
 
-from command_line import (
-    add_shared_flags,
-    chosen_contenders,
-    chosen_shape,
-    new_parser,
-    report,
-    set_backend,
-)
+from command_line import new_parser, parse_shared, report, set_backend
 
 CONTENDERS = ("ours", "keras_hub", "keras_core")
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -57,16 +50,15 @@ QUICK_SHAPE = dict(vocab=100, hidden=32, heads=2, ff=64, layers=1, seq=16, batch
 
 
 def parse_args(argv=None):
-    parser = new_parser(__doc__)
+    parser = new_parser(
+        __doc__,
+        CONTENDERS,
+        jit_help="jit_compile setting(s) to measure (default: both; off with --quick)",
+    )
     parser.add_argument("--steps", type=int, default=None, help="timed steps per measurement")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps per model")
     parser.add_argument(
         "--precisions", default=",".join(PRECISIONS), help="comma-separated dtype policies"
-    )
-    add_shared_flags(
-        parser,
-        CONTENDERS,
-        jit_help="jit_compile setting(s) to measure (default: both; off with --quick)",
     )
     parser.add_argument(
         "--peak-gflops",
@@ -75,18 +67,14 @@ def parse_args(argv=None):
         "measured in this process, the only figure a fraction of peak can be taken against: "
         "the same machine type measured 211 and 456 GFLOP/s float32 on two days)",
     )
-    parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke test")
     for key, value in FULL_SHAPE.items():
         parser.add_argument(f"--{key}", type=int, default=None, help=f"default {value}")
-    args = parser.parse_args(argv)
-
-    args.shape = chosen_shape(args, FULL_SHAPE, QUICK_SHAPE)
+    args = parse_shared(parser, argv, CONTENDERS, FULL_SHAPE, QUICK_SHAPE)
     defaults = (2, 1, 1) if args.quick else (10, 3, 3)
     for name, default in zip(("steps", "rounds", "warmup"), defaults):
         if getattr(args, name) is None:
             setattr(args, name, default)
     args.precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    args.contenders = chosen_contenders(parser, args, CONTENDERS)
     if args.jit is None:
         args.jit = "off" if args.quick else "both"
     args.jit_modes = {"both": [False, True], "on": [True], "off": [False]}[args.jit]
