@@ -145,11 +145,7 @@ class Seq2SeqTransformer(TransformerModelBase):
         block_args = dict(num_key_value_heads=num_key_value_heads, **self._stack_arguments())
         self.encoder = TransformerEncoder(num_encoder_layers, name="encoder", **block_args)
         self.decoder = TransformerDecoder(num_decoder_layers, name="decoder", **block_args)
-        self.output_projection = None
-        if not tie_output_embeddings:
-            self.output_projection = keras.layers.Dense(
-                target_vocabulary_size, dtype=self.dtype_policy, name="output_projection"
-            )
+        self.output_projection = self._output_projection(target_vocabulary_size)
         self.build()
 
     def _build_layers(self):
@@ -199,9 +195,7 @@ class Seq2SeqTransformer(TransformerModelBase):
         Returns:
             float32 logits `(..., target_vocabulary_size)`.
         """
-        if self.output_projection is None:
-            return self.float32_logits(self.target_embedding.attend(hidden))
-        return self.float32_logits(self.output_projection(hidden))
+        return self._logits(self.target_embedding, hidden)
 
     def decode(self, decoder_token_ids, encoder_outputs, encoder_padding_mask=None, training=None):
         """Runs the decoder over whole target prefixes (teacher forcing).

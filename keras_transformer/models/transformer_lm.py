@@ -104,11 +104,7 @@ class TransformerLM(TransformerModelBase):
             name="decoder",
             **self._stack_arguments(),
         )
-        self.output_projection = None
-        if not tie_output_embeddings:
-            self.output_projection = keras.layers.Dense(
-                vocabulary_size, dtype=self.dtype_policy, name="output_projection"
-            )
+        self.output_projection = self._output_projection(vocabulary_size)
         self.build()
 
     def _build_layers(self):
@@ -130,9 +126,7 @@ class TransformerLM(TransformerModelBase):
         Returns:
             float32 logits `(..., vocabulary_size)`.
         """
-        if self.output_projection is None:
-            return self.float32_logits(self.embedding.attend(hidden))
-        return self.float32_logits(self.output_projection(hidden))
+        return self._logits(self.embedding, hidden)
 
     def initial_cache(self, batch_size, max_length):
         """A zero self-attention cache for `max_length` steps.

@@ -113,6 +113,20 @@ class TransformerModelBase(keras.Model):
             **kwargs,
         )
 
+    def _output_projection(self, vocabulary_size):
+        """The output layer of `tie_output_embeddings=False`; `None` when tied."""
+        if self.tie_output_embeddings:
+            return None
+        return keras.layers.Dense(
+            vocabulary_size, dtype=self.dtype_policy, name="output_projection"
+        )
+
+    def _logits(self, embedding, hidden):
+        """float32 logits: through `embedding`'s matrix when tied, else `output_projection`."""
+        if self.output_projection is None:
+            return self.float32_logits(embedding.attend(hidden))
+        return self.float32_logits(self.output_projection(hidden))
+
     def _stack_arguments(self):
         """What every encoder or decoder stack takes from the model's own arguments."""
         return dict(
