@@ -605,7 +605,7 @@ def main(argv=None):
     if args.dry_run:
         return None
     sys.path.insert(0, HERE)
-    from machine import cpu_description, load_average, versions
+    from machine import cpu_description, load_average, load_note, versions
     from results import append_section, markdown_table
 
     started, load_at_start = time.perf_counter(), load_average()
@@ -657,10 +657,7 @@ def main(argv=None):
     notes.append(f"Attention paths seen: {', '.join(paths) or '—'}")
     notes.append("Growth over the last doubling: " + ("; ".join(growth) or "—"))
     elapsed = time.perf_counter() - started
-    load = (
-        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
-        f"end on {os.cpu_count()} cores; wall time {elapsed:.0f} s"
-    )
+    load = load_note(load_at_start) + f"; wall time {elapsed:.0f} s"
     if max(load_at_start, load_average()) > 0.5 * (os.cpu_count() or 1):
         load += " (other jobs shared the machine: times are inflated and noisy, memory is not)"
     print()

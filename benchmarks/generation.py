@@ -44,11 +44,10 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND`` or ``--
     KERAS_BACKEND=jax python benchmarks/generation.py --jit on
 """
 
-import argparse
-import os
 import statistics
-import sys
 import time
+
+from command_line import new_parser, parse_shared, report, set_backend
 
 CONTENDERS = (
     "ours_greedy",
@@ -68,32 +67,12 @@ START_ID, END_ID = 1, 2
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = new_parser(
+        __doc__,
+        CONTENDERS,
+        jit_help="XLA setting(s) (default: both on TensorFlow, on for JAX; on with --quick)",
     )
     parser.add_argument("--calls", type=int, default=None, help="timed calls per measurement")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (median is reported)")
-    parser.add_argument(
-        "--jit",
-        choices=("both", "on", "off"),
-        default=None,
-        help="XLA setting(s) (default: both on TensorFlow, on for JAX; on with --quick)",
-    )
-    parser.add_argument(
-        "--contenders", default=",".join(CONTENDERS), help=f"subset of {','.join(CONTENDERS)}"
-    )
-    parser.add_argument(
-        "--backend",
-        default=None,
-        help="Keras backend; sets KERAS_BACKEND before Keras is imported",
-    )
-    parser.add_argument(
-        "--output",
-        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md"),
-        help="Markdown file to append the results to ('' to skip)",
-    )
-    parser.add_argument("--quick", action="store_true", help="small shapes, for a smoke test")
     parser.add_argument(
         "--batch-sizes",
         default=None,
@@ -104,12 +83,7 @@ def parse_args(argv=None):
             continue
         flag = key.replace("_", "-")
         parser.add_argument(f"--{flag}", dest=key, type=int, default=None, help=f"default {value}")
-    args = parser.parse_args(argv)
-    shape = dict(QUICK_SHAPE if args.quick else FULL_SHAPE)
-    for key in shape:
-        if getattr(args, key) is not None:
-            shape[key] = getattr(args, key)
-    args.shape = shape
+    args = parse_shared(parser, argv, CONTENDERS, FULL_SHAPE, QUICK_SHAPE)
     sizes = args.batch_sizes or ("1,8" if args.quick else "1,32")
     try:
         args.batch_sizes = [int(size) for size in sizes.split(",")]
@@ -120,10 +94,6 @@ def parse_args(argv=None):
     for name, default in zip(("calls", "rounds"), (3, 2) if args.quick else (2, 5)):
         if getattr(args, name) is None:
             setattr(args, name, default)
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    unknown = set(args.contenders) - set(CONTENDERS)
-    if unknown:
-        parser.error(f"unknown contenders {sorted(unknown)}; choose from {CONTENDERS}")
     if args.calls < 1 or args.rounds < 1:
         parser.error("--calls and --rounds must be at least 1")
     return args
@@ -406,14 +376,8 @@ def markdown_table(rows):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.backend:
-        os.environ["KERAS_BACKEND"] = args.backend
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.dirname(here))
-    sys.path.insert(0, here)
-    from machine import cpu_description, load_average, versions
-    from results import append_section
+    set_backend(args)
+    from machine import load_average, versions
 
     started, load_at_start = time.perf_counter(), load_average()
 
@@ -506,26 +470,16 @@ def main(argv=None):
         "(4 beams for beam-4); `rows vs ours greedy`: decoder-row tokens/s over ours "
         "greedy's tokens/s (the beam-4 target is >= 0.8)."
     )
-    elapsed = time.perf_counter() - started
-    print()
-    print(table)
-    print(summary)
-    load = (
-        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
-        f"end on {os.cpu_count()} cores"
+    report(
+        args,
+        "Generation throughput",
+        "benchmarks/generation.py",
+        (backend, found),
+        table,
+        summary,
+        started,
+        load_at_start,
     )
-    print(f"wall time {elapsed:.0f} s; {load}")
-    if args.output:
-        append_section(
-            args.output,
-            "Generation throughput",
-            "benchmarks/generation.py",
-            backend,
-            found,
-            [f"CPU: {cpu_description()}", summary, f"Wall time: {elapsed:.0f} s; {load}"],
-            table,
-        )
-        print(f"appended to {args.output}")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,14 @@ def load_average():
         return math.nan
 
 
+def load_note(load_at_start):
+    """The 1-minute load average at a run's start and now, for the run's report."""
+    return (
+        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
+        f"end on {os.cpu_count()} cores"
+    )
+
+
 def matmul_peak_gflops(dtype="float32", size=2048, seconds=2.0):
     """Dense matmul throughput of this process's backend, GFLOP/s (best of a few runs).
 

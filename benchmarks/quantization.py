@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 
+from results import markdown_table
+
 MODES = ("float32", "bfloat16", "int8", "int4", "float8")
 
 
@@ -196,18 +198,28 @@ def measure_mode(args, mode, test_pairs):
 
 def quantization_table(rows):
     base = next((r for r in rows if r["mode"] == "float32"), rows[0])
-    lines = [
-        "| precision | weights MB | of float32 | greedy tok/s | beam-4 tok/s "
-        "| BLEU | BLEU lowercased |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {row['mode']} | {row['size'] / 1e6:.1f} | {row['size'] / base['size']:.0%} "
-            f"| {row['greedy']:,.0f} | {row['beam']:,.0f} | {row['bleu']:.2f} "
-            f"| {row['bleu_lowercase']:.2f} |"
+    header = (
+        "precision",
+        "weights MB",
+        "of float32",
+        "greedy tok/s",
+        "beam-4 tok/s",
+        "BLEU",
+        "BLEU lowercased",
+    )
+    cells = [
+        (
+            row["mode"],
+            f"{row['size'] / 1e6:.1f}",
+            f"{row['size'] / base['size']:.0%}",
+            f"{row['greedy']:,.0f}",
+            f"{row['beam']:,.0f}",
+            f"{row['bleu']:.2f}",
+            f"{row['bleu_lowercase']:.2f}",
         )
-    return "\n".join(lines) + "\n"
+        for row in rows
+    ]
+    return markdown_table(header, cells)
 
 
 def lora_measurement(args, train_pairs):
@@ -260,18 +272,31 @@ def lora_measurement(args, train_pairs):
                 state=state,
             )
         )
+    return lora_table(rows)
+
+
+def lora_table(rows):
     base = rows[0]
-    lines = [
-        "| fine-tuning | step ms | vs full | trainable parameters | of all | Adam state MB |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {row['name']} | {row['ms']:,.0f} | {row['ms'] / base['ms']:.2f} "
-            f"| {row['trainable']:,} | {row['trainable'] / row['total']:.2%} "
-            f"| {row['state'] / 1e6:.1f} |"
+    header = (
+        "fine-tuning",
+        "step ms",
+        "vs full",
+        "trainable parameters",
+        "of all",
+        "Adam state MB",
+    )
+    cells = [
+        (
+            row["name"],
+            f"{row['ms']:,.0f}",
+            f"{row['ms'] / base['ms']:.2f}",
+            f"{row['trainable']:,}",
+            f"{row['trainable'] / row['total']:.2%}",
+            f"{row['state'] / 1e6:.1f}",
         )
-    return "\n".join(lines) + "\n"
+        for row in rows
+    ]
+    return markdown_table(header, cells)
 
 
 def append(path, title, text):

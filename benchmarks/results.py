@@ -10,19 +10,15 @@ import sys
 def git_revision(tree=None):
     """The short commit of `tree` (default: this checkout), with `+dirty` if it has changes."""
     tree = tree or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*arguments):
+        return subprocess.run(
+            ["git", "-C", tree, *arguments], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
-        revision = subprocess.run(
-            ["git", "-C", tree, "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "-C", tree, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        revision = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return revision + ("+dirty" if changed else "")

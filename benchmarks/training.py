@@ -35,11 +35,10 @@ Run from the repository root (the backend is chosen by ``KERAS_BACKEND``, or ``-
     KERAS_BACKEND=jax python benchmarks/training.py --jit on   # JAX without jit is eager
 """
 
-import argparse
-import os
 import statistics
-import sys
 import time
+
+from command_line import new_parser, parse_shared, report, set_backend
 
 CONTENDERS = ("ours", "keras_hub", "keras_core")
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -51,35 +50,15 @@ QUICK_SHAPE = dict(vocab=100, hidden=32, heads=2, ff=64, layers=1, seq=16, batch
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = new_parser(
+        __doc__,
+        CONTENDERS,
+        jit_help="jit_compile setting(s) to measure (default: both; off with --quick)",
     )
     parser.add_argument("--steps", type=int, default=None, help="timed steps per measurement")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (median is reported)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps per model")
     parser.add_argument(
         "--precisions", default=",".join(PRECISIONS), help="comma-separated dtype policies"
-    )
-    parser.add_argument(
-        "--jit",
-        choices=("both", "on", "off"),
-        default=None,
-        help="jit_compile setting(s) to measure (default: both; off with --quick)",
-    )
-    parser.add_argument(
-        "--contenders", default=",".join(CONTENDERS), help=f"subset of {','.join(CONTENDERS)}"
-    )
-    parser.add_argument(
-        "--backend",
-        default=None,
-        help="Keras backend; sets KERAS_BACKEND before Keras is imported (default: the "
-        "KERAS_BACKEND environment variable, else tensorflow)",
-    )
-    parser.add_argument(
-        "--output",
-        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md"),
-        help="Markdown file to append the results to ('' to skip)",
     )
     parser.add_argument(
         "--peak-gflops",
@@ -88,25 +67,14 @@ def parse_args(argv=None):
         "measured in this process, the only figure a fraction of peak can be taken against: "
         "the same machine type measured 211 and 456 GFLOP/s float32 on two days)",
     )
-    parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke test")
     for key, value in FULL_SHAPE.items():
         parser.add_argument(f"--{key}", type=int, default=None, help=f"default {value}")
-    args = parser.parse_args(argv)
-
-    shape = dict(QUICK_SHAPE if args.quick else FULL_SHAPE)
-    for key in shape:
-        if getattr(args, key) is not None:
-            shape[key] = getattr(args, key)
-    args.shape = shape
+    args = parse_shared(parser, argv, CONTENDERS, FULL_SHAPE, QUICK_SHAPE)
     defaults = (2, 1, 1) if args.quick else (10, 3, 3)
     for name, default in zip(("steps", "rounds", "warmup"), defaults):
         if getattr(args, name) is None:
             setattr(args, name, default)
     args.precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    unknown = set(args.contenders) - set(CONTENDERS)
-    if unknown:
-        parser.error(f"unknown contenders {sorted(unknown)}; choose from {CONTENDERS}")
     if args.jit is None:
         args.jit = "off" if args.quick else "both"
     args.jit_modes = {"both": [False, True], "on": [True], "off": [False]}[args.jit]
@@ -263,14 +231,8 @@ def markdown_table(rows):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.backend:
-        os.environ["KERAS_BACKEND"] = args.backend
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.dirname(here))
-    sys.path.insert(0, here)
-    from machine import cpu_description, load_average, matmul_peak_gflops, versions
-    from results import append_section
+    set_backend(args)
+    from machine import load_average, matmul_peak_gflops, versions
 
     started, load_at_start = time.perf_counter(), load_average()
 
@@ -363,26 +325,17 @@ def main(argv=None):
         "and highest round in brackets; tokens/CPU-s divides by the process's CPU time, "
         "which is less sensitive to other load on the machine."
     )
-    elapsed = time.perf_counter() - started
-    load = (
-        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
-        f"end on {os.cpu_count()} cores (other processes lower the absolute figures)"
+    report(
+        args,
+        "Training throughput",
+        "benchmarks/training.py",
+        (backend, found),
+        table,
+        summary,
+        started,
+        load_at_start,
+        remark=" (other processes lower the absolute figures)",
     )
-    print()
-    print(table)
-    print(summary)
-    print(f"wall time {elapsed:.0f} s; {load}")
-    if args.output:
-        append_section(
-            args.output,
-            "Training throughput",
-            "benchmarks/training.py",
-            backend,
-            found,
-            [f"CPU: {cpu_description()}", summary, f"Wall time: {elapsed:.0f} s; {load}"],
-            table,
-        )
-        print(f"appended to {args.output}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ Run from the repository root::
 import argparse
 import json
 import os
+import runpy
 import statistics
 import subprocess
 import sys
@@ -39,17 +40,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-# The example's FULL settings that shape a training step (examples/translation/train.py).
-FULL = dict(
-    vocabulary_size=8000,
-    preset="small",
-    norm_first=True,
-    dropout=0.2,
-    tokens_per_batch=4096,
-    min_tokens_per_batch=1024,
-    warmup_steps=600,
-    learning_rate_scale=1.25,
+# The example's FULL settings that shape a training step, read from its file: importing
+# `examples` would put this checkout on the import path of a worker that runs another one.
+STEP_SETTINGS = (
+    "vocabulary_size",
+    "preset",
+    "norm_first",
+    "dropout",
+    "tokens_per_batch",
+    "min_tokens_per_batch",
+    "warmup_steps",
+    "learning_rate_scale",
 )
+EXAMPLE_FULL = runpy.run_path(os.path.join(ROOT, "examples", "translation", "settings.py"))["FULL"]
+FULL = {name: EXAMPLE_FULL[name] for name in STEP_SETTINGS}
 QUICK = dict(
     FULL, vocabulary_size=1000, preset="tiny", tokens_per_batch=1024, min_tokens_per_batch=0
 )
@@ -383,7 +387,7 @@ def main(argv=None):
     if args.worker:
         return worker(args)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from machine import cpu_description, load_average
+    from machine import cpu_description, load_average, load_note
     from results import append_section, git_revision, markdown_table
 
     started, load_at_start = time.perf_counter(), load_average()
@@ -499,10 +503,7 @@ def main(argv=None):
         "relative difference from ours' losses on the same 4 batches, same weights (evaluation, "
         "then training steps with dropout off: the versions draw different dropout masks)."
     )
-    load = (
-        f"1-minute load average {load_at_start:.1f} at the start, {load_average():.1f} at the "
-        f"end on {os.cpu_count()} cores"
-    )
+    load = load_note(load_at_start)
     if profiles:
         from step_profile import PROFILE_HEADER, profile_rows
 

@@ -85,6 +85,13 @@ def load_saved_model(path, model_class, kind, trainer):
     return bundle
 
 
+def fill_defaults(args, defaults):
+    """Gives each flag named in `defaults` and left out (`None`) its value there."""
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+
+
 def flag(name):
     return f"--{name.replace('_', '-')}"
 

@@ -10,6 +10,7 @@ from examples.command_line import (  # noqa: F401 - the tools import these from 
     check_positive,
     check_rate,
     fail,
+    fill_defaults,
     prepare_devices,
     run_command,
 )

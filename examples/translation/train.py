@@ -38,52 +38,17 @@ from examples.command_line import (
     check_positive_number,
     check_rate,
     command_line,
+    fill_defaults,
     prepare_devices,
     run_command,
 )
 from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
 from examples.translation.pictures import save_attention_picture, save_position_picture
+from examples.translation.settings import FULL, QUICK
 from examples.translation.translator import translate
 from keras_transformer.saving import export_serving, save_pretrained
 from keras_transformer.text import SubwordTokenizer, make_translation_dataset
 from keras_transformer.training import CheckpointAveraging, EpochSeeds
-
-# About four minutes of training on 2 CPU cores: every pair, two epochs, a 2 + 2 model.
-QUICK = dict(
-    train_pairs=None,
-    eval_pairs=200,
-    vocabulary_size=4000,
-    preset="tiny",
-    norm_first=True,
-    epochs=2,
-    tokens_per_batch=4096,
-    warmup_steps=200,
-    learning_rate_scale=1.0,
-    beam_size=2,
-    average_checkpoints=1,
-    checkpoint_every=None,
-    min_tokens_per_batch=0,
-    subword_dropout=0.0,
-)
-# Under 45 minutes of training on 2 CPU cores (see RESULTS.md): 20 epochs since the
-# training step became 1.21x faster (issue #15); 17 fitted the budget before.
-FULL = dict(
-    train_pairs=None,
-    eval_pairs=None,
-    vocabulary_size=8000,
-    preset="small",
-    norm_first=True,
-    dropout=0.2,
-    epochs=20,
-    tokens_per_batch=4096,
-    warmup_steps=600,
-    learning_rate_scale=1.25,
-    beam_size=5,
-    average_checkpoints=10,
-    checkpoint_every=64,
-    min_tokens_per_batch=1024,
-    subword_dropout=0.0,
-)
 
 
 def _subword_dropout(text):
@@ -177,10 +142,7 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
     add_debug_flags(parser)
     args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else FULL
-    for key, value in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    fill_defaults(args, QUICK if args.quick else FULL)
     if args.output_dir is None:
         args.output_dir = os.path.join("runs", "multi30k-quick" if args.quick else "multi30k")
     check_arguments(parser, args)

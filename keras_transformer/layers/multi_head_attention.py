@@ -145,6 +145,16 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             dtype=self.dtype_policy,
         )
 
+    def _head_projection(self, name, heads, head_dim):
+        """An `EinsumDense` from `(batch, length, features)` to `(..., heads, head_dim)`."""
+        return keras.layers.EinsumDense(
+            "abc,cde->abde",
+            output_shape=(None, heads, head_dim),
+            bias_axes="de" if self.use_bias else None,
+            name=name,
+            **self._sublayer_kwargs(),
+        )
+
     def build(self, query_shape, value_shape=None, key_shape=None):
         check_rank("query", query_shape, 3, "`(batch, length, features)`")
         query_dim = query_shape[-1]
@@ -165,36 +175,17 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             value_shape = query_shape
         if key_shape is None:
             key_shape = value_shape
-        bias = self.use_bias
-        self.query_dense = keras.layers.EinsumDense(
-            "abc,cde->abde",
-            output_shape=(None, self.num_heads, self._key_dim),
-            bias_axes="de" if bias else None,
-            name=names.QUERY,
-            **self._sublayer_kwargs(),
-        )
+        self.query_dense = self._head_projection(names.QUERY, self.num_heads, self._key_dim)
         self.query_dense.build(query_shape)
-        self.key_dense = keras.layers.EinsumDense(
-            "abc,cde->abde",
-            output_shape=(None, self._num_kv_heads, self._key_dim),
-            bias_axes="de" if bias else None,
-            name=names.KEY,
-            **self._sublayer_kwargs(),
-        )
+        self.key_dense = self._head_projection(names.KEY, self._num_kv_heads, self._key_dim)
         self.key_dense.build(key_shape)
-        self.value_dense = keras.layers.EinsumDense(
-            "abc,cde->abde",
-            output_shape=(None, self._num_kv_heads, self._value_dim),
-            bias_axes="de" if bias else None,
-            name=names.VALUE,
-            **self._sublayer_kwargs(),
-        )
+        self.value_dense = self._head_projection(names.VALUE, self._num_kv_heads, self._value_dim)
         self.value_dense.build(value_shape)
         self._output_dim = self.output_dim or query_dim
         self.output_dense = keras.layers.EinsumDense(
             "abcd,cde->abe",
             output_shape=(None, self._output_dim),
-            bias_axes="e" if bias else None,
+            bias_axes="e" if self.use_bias else None,
             name=names.ATTENTION_OUTPUT,
             **self._sublayer_kwargs(),
         )

@@ -9,7 +9,8 @@ from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.ops.masks import merge_masks, padding_to_attention_mask
+from keras_transformer.validation import check_positive_int, check_rank, check_rate
 
 
 class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
@@ -103,6 +104,25 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
 
     def _dropout(self, name):
         return Dropout(self.dropout, dtype=self.dtype_policy, name=name)
+
+    def _build_self_attention(self, inputs_shape):
+        """Checks the inputs' shape and builds the self-attention sub-layer."""
+        check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
+        self._check_width(inputs_shape[-1])
+        self.self_attention = self._attention(names.SELF_ATTENTION)
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.self_attention_layer_norm = self._layer_norm(
+            names.SELF_ATTENTION_LAYER_NORM, inputs_shape
+        )
+        self.self_attention_dropout = self._dropout("self_attention_dropout")
+
+    @staticmethod
+    def _attention_mask(padding_mask, attention_mask):
+        """One mask from a `(batch, key_length)` padding mask and an attention mask."""
+        return merge_masks(
+            None if padding_mask is None else padding_to_attention_mask(padding_mask),
+            attention_mask,
+        )
 
     def _build_feed_forward(self, inputs_shape):
         self.feed_forward = FeedForward(

@@ -5,8 +5,6 @@ from keras_transformer.layers.transformer_block_base import TransformerBlockBase
 from keras_transformer.ops.masks import (
     check_mask_shape,
     get_keras_mask,
-    merge_masks,
-    padding_to_attention_mask,
 )
 from keras_transformer.validation import check_rank
 
@@ -89,18 +87,11 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
     def __init__(self, num_heads, intermediate_dim, *args, cross_attention=True, **kwargs):
         super().__init__(num_heads, intermediate_dim, *args, **kwargs)
-        self.cross_attention = cross_attention
+        self.has_cross_attention = cross_attention
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
-        check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
-        self._check_width(inputs_shape[-1])
-        self.self_attention = self._attention(names.SELF_ATTENTION)
-        self.self_attention.build(inputs_shape, inputs_shape)
-        self.self_attention_layer_norm = self._layer_norm(
-            names.SELF_ATTENTION_LAYER_NORM, inputs_shape
-        )
-        self.self_attention_dropout = self._dropout("self_attention_dropout")
-        if self.cross_attention:
+        self._build_self_attention(inputs_shape)
+        if self.has_cross_attention:
             if encoder_outputs_shape is None:
                 encoder_outputs_shape = inputs_shape
             self.cross_attention_layer = self._attention(names.CROSS_ATTENTION)
@@ -158,7 +149,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             scores["self_attention"], extras = extras[0], extras[1:]
         if self_attention_cache is not None:
             self_attention_cache = extras[0]
-        if self.cross_attention:
+        if self.has_cross_attention:
             x, extras = self._cross_attention_residual(
                 x,
                 encoder_outputs,
@@ -189,13 +180,13 @@ class TransformerDecoderBlock(TransformerBlockBase):
     ):
         """Raises a `ValueError` naming the argument and the fix for a call that cannot run."""
         check_rank("inputs", inputs.shape, 3, "`(batch, length, width)`")
-        if self.cross_attention and encoder_outputs is None and cross_attention_cache is None:
+        if self.has_cross_attention and encoder_outputs is None and cross_attention_cache is None:
             raise ValueError(
                 "This block has `cross_attention=True`, so it needs `encoder_outputs` "
                 "(or a precomputed `cross_attention_cache`). Pass them, or build the block "
                 "with `cross_attention=False` for a decoder-only model."
             )
-        if not self.cross_attention and encoder_outputs is not None:
+        if not self.has_cross_attention and encoder_outputs is not None:
             raise ValueError(
                 "`encoder_outputs` was passed to a block built with `cross_attention=False`. "
                 "Build it with `cross_attention=True` to attend to an encoder."
@@ -219,12 +210,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             decoder_padding_mask, None, self_key_length, name="decoder_padding_mask", ranks=(2,)
         )
         check_mask_shape(decoder_attention_mask, target_length, self_key_length)
-        return merge_masks(
-            None
-            if decoder_padding_mask is None
-            else padding_to_attention_mask(decoder_padding_mask),
-            decoder_attention_mask,
-        )
+        return self._attention_mask(decoder_padding_mask, decoder_attention_mask)
 
     def _cross_attention_residual(
         self,
@@ -247,12 +233,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             encoder_padding_mask, None, source_length, name="encoder_padding_mask", ranks=(2,)
         )
         check_mask_shape(encoder_attention_mask, x.shape[1], source_length)
-        cross_mask = merge_masks(
-            None
-            if encoder_padding_mask is None
-            else padding_to_attention_mask(encoder_padding_mask),
-            encoder_attention_mask,
-        )
+        cross_mask = self._attention_mask(encoder_padding_mask, encoder_attention_mask)
 
         def cross_attention(h):
             return self.cross_attention_layer(
@@ -292,7 +273,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
                     (batch, self.num_heads, length, key_length), dtype=self.compute_dtype
                 )
             }
-            if self.cross_attention:
+            if self.has_cross_attention:
                 source = (
                     cross_attention_cache.shape[2]
                     if cross_attention_cache is not None
@@ -318,5 +299,5 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
     def get_config(self):
         config = super().get_config()
-        config["cross_attention"] = self.cross_attention
+        config["cross_attention"] = self.has_cross_attention
         return config

@@ -1,12 +1,9 @@
 import keras
 
-from keras_transformer import sublayer_names as names
 from keras_transformer.layers.transformer_block_base import TransformerBlockBase
 from keras_transformer.ops.masks import (
     check_mask_shape,
     get_keras_mask,
-    merge_masks,
-    padding_to_attention_mask,
 )
 from keras_transformer.validation import check_rank
 
@@ -66,14 +63,7 @@ class TransformerEncoderBlock(TransformerBlockBase):
     """
 
     def build(self, inputs_shape):
-        check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
-        self._check_width(inputs_shape[-1])
-        self.self_attention = self._attention(names.SELF_ATTENTION)
-        self.self_attention.build(inputs_shape, inputs_shape)
-        self.self_attention_layer_norm = self._layer_norm(
-            names.SELF_ATTENTION_LAYER_NORM, inputs_shape
-        )
-        self.self_attention_dropout = self._dropout("self_attention_dropout")
+        self._build_self_attention(inputs_shape)
         self._build_feed_forward(inputs_shape)
         self.built = True
 
@@ -91,10 +81,7 @@ class TransformerEncoderBlock(TransformerBlockBase):
         check_mask_shape(attention_mask, length, length)
         if padding_mask is None:
             padding_mask = get_keras_mask(inputs)
-        mask = merge_masks(
-            None if padding_mask is None else padding_to_attention_mask(padding_mask),
-            attention_mask,
-        )
+        mask = self._attention_mask(padding_mask, attention_mask)
         x, extras = self._residual(
             inputs,
             self.self_attention_layer_norm,

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
 from keras_transformer.models.transformer_model_base import TransformerModelBase
 from keras_transformer.validation import check_positive_int
@@ -40,6 +39,8 @@ class EncoderModelBase(TransformerModelBase):
     `copy_encoder_weights`.
     """
 
+    CONFIG_ARGUMENTS = ENCODER_ARCHITECTURE + ENCODER_DROPOUTS
+
     def __init__(
         self,
         vocabulary_size,
@@ -65,50 +66,20 @@ class EncoderModelBase(TransformerModelBase):
             vocabulary_size=vocabulary_size, num_layers=num_layers, hidden_dim=hidden_dim
         )
         check_positive_int("intermediate_dim", intermediate_dim)
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.position = position
-        self.norm_first = norm_first
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.scale_embeddings = scale_embeddings
-        self.embedding_layer_norm = embedding_layer_norm
+        self._keep_arguments(locals())
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         padding_mask = ops.not_equal(token_ids, pad_id)
-        x = TokenAndPositionEmbedding(
+        x = self._embedding(
             vocabulary_size,
-            hidden_dim,
-            sequence_length=max_sequence_length,
-            position=position,
+            name="embedding",
             scale_embeddings=scale_embeddings,
-            mask_zero=False,
-            dropout=dropout,
             layer_norm=embedding_layer_norm,
             layer_norm_epsilon=layer_norm_epsilon,
-            dtype=self.dtype_policy,
-            name="embedding",
         )(token_ids)
-        x = TransformerEncoder(
-            num_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=self.dtype_policy,
-            name="transformer_encoder",
-        )(x, padding_mask=padding_mask)
+        x = TransformerEncoder(num_layers, name="transformer_encoder", **self._stack_arguments())(
+            x, padding_mask=padding_mask
+        )
         self.encoder = keras.Model(token_ids, x, name="encoder")
 
     def encoder_config(self):
@@ -131,12 +102,6 @@ class EncoderModelBase(TransformerModelBase):
         (100, 16, False)
         """
         return {name: getattr(self, name) for name in ENCODER_ARCHITECTURE}
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.encoder_config())
-        config.update({name: getattr(self, name) for name in ENCODER_DROPOUTS})
-        return config
 
 
 def _describe(value):

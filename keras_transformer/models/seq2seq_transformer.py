@@ -1,6 +1,5 @@
 import keras
 
-from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.transformer_decoder import TransformerDecoder
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
 from keras_transformer.models.transformer_model_base import TransformerModelBase
@@ -74,6 +73,27 @@ class Seq2SeqTransformer(TransformerModelBase):
     """
 
     INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
+    CONFIG_ARGUMENTS = (
+        "source_vocabulary_size",
+        "target_vocabulary_size",
+        "num_encoder_layers",
+        "num_decoder_layers",
+        "hidden_dim",
+        "num_heads",
+        "intermediate_dim",
+        "dropout",
+        "max_sequence_length",
+        "position",
+        "norm_first",
+        "share_embeddings",
+        "tie_output_embeddings",
+        "pad_id",
+        "attention_dropout",
+        "activation_dropout",
+        "activation",
+        "layer_norm_epsilon",
+        "num_key_value_heads",
+    )
 
     def __init__(
         self,
@@ -114,62 +134,18 @@ class Seq2SeqTransformer(TransformerModelBase):
                 f"target_vocabulary_size={target_vocabulary_size}. Use a shared vocabulary "
                 "or `share_embeddings=False`."
             )
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
-        self.num_encoder_layers = num_encoder_layers
-        self.num_decoder_layers = num_decoder_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.position = position
-        self.norm_first = norm_first
-        self.share_embeddings = share_embeddings
-        self.tie_output_embeddings = tie_output_embeddings
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.num_key_value_heads = num_key_value_heads
+        self._keep_arguments(locals())
 
-        embedding_args = dict(
-            embedding_dim=hidden_dim,
-            sequence_length=max_sequence_length,
-            position=position,
-            mask_zero=False,  # padding masks come from `pad_id`, passed explicitly
-            dropout=dropout,
-            dtype=self.dtype_policy,
-        )
-        self.source_embedding = TokenAndPositionEmbedding(
-            source_vocabulary_size, name="source_embedding", **embedding_args
-        )
+        self.source_embedding = self._embedding(source_vocabulary_size, name="source_embedding")
         self.target_embedding = (
             self.source_embedding
             if share_embeddings
-            else TokenAndPositionEmbedding(
-                target_vocabulary_size, name="target_embedding", **embedding_args
-            )
+            else self._embedding(target_vocabulary_size, name="target_embedding")
         )
-        block_args = dict(
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            num_key_value_heads=num_key_value_heads,
-            dtype=self.dtype_policy,
-        )
+        block_args = dict(num_key_value_heads=num_key_value_heads, **self._stack_arguments())
         self.encoder = TransformerEncoder(num_encoder_layers, name="encoder", **block_args)
         self.decoder = TransformerDecoder(num_decoder_layers, name="decoder", **block_args)
-        self.output_projection = None
-        if not tie_output_embeddings:
-            self.output_projection = keras.layers.Dense(
-                target_vocabulary_size, dtype=self.dtype_policy, name="output_projection"
-            )
+        self.output_projection = self._output_projection(target_vocabulary_size)
         self.build()
 
     def _build_layers(self):
@@ -219,9 +195,7 @@ class Seq2SeqTransformer(TransformerModelBase):
         Returns:
             float32 logits `(..., target_vocabulary_size)`.
         """
-        if self.output_projection is None:
-            return self.float32_logits(self.target_embedding.attend(hidden))
-        return self.float32_logits(self.output_projection(hidden))
+        return self._logits(self.target_embedding, hidden)
 
     def decode(self, decoder_token_ids, encoder_outputs, encoder_padding_mask=None, training=None):
         """Runs the decoder over whole target prefixes (teacher forcing).
@@ -410,30 +384,3 @@ class Seq2SeqTransformer(TransformerModelBase):
         return self.decode(
             inputs["decoder_token_ids"], encoder_outputs, encoder_padding_mask, training=training
         )
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "source_vocabulary_size": self.source_vocabulary_size,
-                "target_vocabulary_size": self.target_vocabulary_size,
-                "num_encoder_layers": self.num_encoder_layers,
-                "num_decoder_layers": self.num_decoder_layers,
-                "hidden_dim": self.hidden_dim,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "max_sequence_length": self.max_sequence_length,
-                "position": self.position,
-                "norm_first": self.norm_first,
-                "share_embeddings": self.share_embeddings,
-                "tie_output_embeddings": self.tie_output_embeddings,
-                "pad_id": self.pad_id,
-                "attention_dropout": self.attention_dropout,
-                "activation_dropout": self.activation_dropout,
-                "activation": self.activation,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "num_key_value_heads": self.num_key_value_heads,
-            }
-        )
-        return config

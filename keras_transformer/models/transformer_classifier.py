@@ -63,6 +63,8 @@ class TransformerClassifier(EncoderModelBase):
     (3, 7, 16)
     """
 
+    CONFIG_ARGUMENTS = EncoderModelBase.CONFIG_ARGUMENTS + ("num_classes", "pooling")
+
     def __init__(
         self,
         vocabulary_size,
@@ -247,8 +249,3 @@ class TransformerClassifier(EncoderModelBase):
         if self.classifier_head.quantization_mode is None:
             for variable in self.classifier_head.weights:
                 variable.trainable = True
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"num_classes": self.num_classes, "pooling": self.pooling})
-        return config

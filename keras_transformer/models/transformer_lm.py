@@ -1,6 +1,5 @@
 import keras
 
-from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.transformer_decoder import TransformerDecoder
 from keras_transformer.models.transformer_model_base import TransformerModelBase
 
@@ -52,6 +51,25 @@ class TransformerLM(TransformerModelBase):
     ...)` compiles), then continue prompts with `lm.generate`.
     """
 
+    CONFIG_ARGUMENTS = (
+        "vocabulary_size",
+        "num_layers",
+        "hidden_dim",
+        "num_heads",
+        "intermediate_dim",
+        "dropout",
+        "max_sequence_length",
+        "position",
+        "norm_first",
+        "tie_output_embeddings",
+        "pad_id",
+        "attention_dropout",
+        "activation_dropout",
+        "activation",
+        "layer_norm_epsilon",
+        "num_key_value_heads",
+    )
+
     def __init__(
         self,
         vocabulary_size,
@@ -76,52 +94,17 @@ class TransformerLM(TransformerModelBase):
         self._check_dims(
             vocabulary_size=vocabulary_size, num_layers=num_layers, hidden_dim=hidden_dim
         )
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.position = position
-        self.norm_first = norm_first
-        self.tie_output_embeddings = tie_output_embeddings
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.num_key_value_heads = num_key_value_heads
+        self._keep_arguments(locals())
 
-        self.embedding = TokenAndPositionEmbedding(
-            vocabulary_size,
-            hidden_dim,
-            sequence_length=max_sequence_length,
-            position=position,
-            mask_zero=False,
-            dropout=dropout,
-            dtype=self.dtype_policy,
-            name="embedding",
-        )
+        self.embedding = self._embedding(vocabulary_size, name="embedding")
         self.decoder = TransformerDecoder(
             num_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
             num_key_value_heads=num_key_value_heads,
             cross_attention=False,
-            dtype=self.dtype_policy,
             name="decoder",
+            **self._stack_arguments(),
         )
-        self.output_projection = None
-        if not tie_output_embeddings:
-            self.output_projection = keras.layers.Dense(
-                vocabulary_size, dtype=self.dtype_policy, name="output_projection"
-            )
+        self.output_projection = self._output_projection(vocabulary_size)
         self.build()
 
     def _build_layers(self):
@@ -143,9 +126,7 @@ class TransformerLM(TransformerModelBase):
         Returns:
             float32 logits `(..., vocabulary_size)`.
         """
-        if self.output_projection is None:
-            return self.float32_logits(self.embedding.attend(hidden))
-        return self.float32_logits(self.output_projection(hidden))
+        return self._logits(self.embedding, hidden)
 
     def initial_cache(self, batch_size, max_length):
         """A zero self-attention cache for `max_length` steps.
@@ -245,27 +226,3 @@ class TransformerLM(TransformerModelBase):
         x = self.embedding(token_ids, training=training)
         x = self.decoder(x, decoder_padding_mask=self.padding_mask(token_ids), training=training)
         return self.project(x)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "hidden_dim": self.hidden_dim,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "max_sequence_length": self.max_sequence_length,
-                "position": self.position,
-                "norm_first": self.norm_first,
-                "tie_output_embeddings": self.tie_output_embeddings,
-                "pad_id": self.pad_id,
-                "attention_dropout": self.attention_dropout,
-                "activation_dropout": self.activation_dropout,
-                "activation": self.activation,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "num_key_value_heads": self.num_key_value_heads,
-            }
-        )
-        return config

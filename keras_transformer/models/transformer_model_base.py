@@ -15,6 +15,7 @@ from keras_transformer.layers.sublayer_quantization import (
     quantize_sublayers,
     quantized_sublayers,
 )
+from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_transformer.validation import check_positive_int, is_int
 
 # The projections LoRA adapts by default: every attention and feed-forward projection.
@@ -29,10 +30,13 @@ class TransformerModelBase(keras.Model):
     loading and weight transfer never depend on a first call.
 
     Subclasses name their inputs in `INPUT_NAMES` (int32 token ids of any batch size
-    and length), which `export` uses as its default `input_signature`.
+    and length), which `export` uses as its default `input_signature`, and their
+    constructor arguments in `CONFIG_ARGUMENTS`, each kept in the attribute of its
+    name, which `get_config` returns.
     """
 
     INPUT_NAMES = ("token_ids",)
+    CONFIG_ARGUMENTS = ()
 
     def __init__(self, pad_id=0, **kwargs):
         super().__init__(**kwargs)
@@ -78,10 +82,64 @@ class TransformerModelBase(keras.Model):
     def build_from_config(self, config):
         self.build()
 
+    def _keep_arguments(self, arguments):
+        """Keeps each constructor argument named in `CONFIG_ARGUMENTS` as an attribute.
+
+        Args:
+            arguments: the constructor's `locals()`, so that the names are listed
+                once, in `CONFIG_ARGUMENTS`, for the attributes and `get_config`
+                alike; names it lacks are left to the subclass.
+        """
+        for name in self.CONFIG_ARGUMENTS:
+            if name in arguments:
+                setattr(self, name, arguments[name])
+
     @staticmethod
     def _check_dims(**dims):
         for name, value in dims.items():
             check_positive_int(name, value)
+
+    def _embedding(self, vocabulary_size, name, **kwargs):
+        """Token embeddings plus positions, from the model's sizes and dropout."""
+        return TokenAndPositionEmbedding(
+            vocabulary_size,
+            self.hidden_dim,
+            sequence_length=self.max_sequence_length,
+            position=self.position,
+            mask_zero=False,  # padding masks come from `pad_id`, passed explicitly
+            dropout=self.dropout,
+            dtype=self.dtype_policy,
+            name=name,
+            **kwargs,
+        )
+
+    def _output_projection(self, vocabulary_size):
+        """The output layer of `tie_output_embeddings=False`; `None` when tied."""
+        if self.tie_output_embeddings:
+            return None
+        return keras.layers.Dense(
+            vocabulary_size, dtype=self.dtype_policy, name="output_projection"
+        )
+
+    def _logits(self, embedding, hidden):
+        """float32 logits: through `embedding`'s matrix when tied, else `output_projection`."""
+        if self.output_projection is None:
+            return self.float32_logits(embedding.attend(hidden))
+        return self.float32_logits(self.output_projection(hidden))
+
+    def _stack_arguments(self):
+        """What every encoder or decoder stack takes from the model's own arguments."""
+        return dict(
+            num_heads=self.num_heads,
+            intermediate_dim=self.intermediate_dim,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation_dropout=self.activation_dropout,
+            activation=self.activation,
+            norm_first=self.norm_first,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            dtype=self.dtype_policy,
+        )
 
     def _sublayers(self):
         return descendant_layers(self)
@@ -94,6 +152,7 @@ class TransformerModelBase(keras.Model):
         quantized = quantized_sublayers(self)
         if quantized:
             config["quantized_layers"] = quantized
+        config.update({name: getattr(self, name) for name in self.CONFIG_ARGUMENTS})
         return config
 
     @classmethod

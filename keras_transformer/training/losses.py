@@ -6,6 +6,7 @@ from keras import ops
 from keras_transformer import compat
 from keras_transformer.ops import get_keras_mask
 from keras_transformer.ops.cross_entropy import label_smoothed_cross_entropy
+from keras_transformer.training.sparse_labels import sparse_labels
 from keras_transformer.validation import is_int, is_real
 
 
@@ -140,18 +141,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         y_pred = ops.cast(ops.convert_to_tensor(y_pred), "float32")
-        y_true = ops.convert_to_tensor(y_true)
-        if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
-            y_true = ops.squeeze(y_true, axis=-1)
-        if len(y_true.shape) != len(y_pred.shape) - 1:
-            raise ValueError(
-                "`y_true` must hold sparse integer labels with one axis fewer than "
-                "`y_pred`, e.g. `(batch, length)` labels for `(batch, length, vocab_size)` "
-                f"predictions. Received: y_true.shape={tuple(y_true.shape)}, "
-                f"y_pred.shape={tuple(y_pred.shape)}."
-            )
-        # Keras hands labels over as float32; token ids are exact there below 2**24.
-        labels = ops.cast(y_true, "int32")
+        labels = sparse_labels(y_true, y_pred)
 
         valid = None
         if self.pad_id is not None:

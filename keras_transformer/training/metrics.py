@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.ops import get_keras_mask
+from keras_transformer.training.sparse_labels import sparse_labels
 from keras_transformer.validation import is_int
 
 
@@ -77,17 +78,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     def _update_state(self, y_true, y_pred, sample_weight):
         keras_mask = get_keras_mask(y_pred)
         y_pred = ops.convert_to_tensor(y_pred)
-        y_true = ops.convert_to_tensor(y_true)
-        if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
-            y_true = ops.squeeze(y_true, axis=-1)
-        if len(y_true.shape) != len(y_pred.shape) - 1:
-            raise ValueError(
-                "`y_true` must hold sparse integer labels with one axis fewer than "
-                "`y_pred`, e.g. `(batch, length)` labels for `(batch, length, vocab_size)` "
-                f"predictions. Received: y_true.shape={tuple(y_true.shape)}, "
-                f"y_pred.shape={tuple(y_pred.shape)}."
-            )
-        labels = ops.cast(y_true, "int32")
+        labels = sparse_labels(y_true, y_pred)
         # The label's score against the best score rather than an arg-max: two reductions
         # over the (batch, length, vocab_size) scores (the best score, then a lower id
         # reaching it) take half the time of `ops.argmax` on floats with TensorFlow.
