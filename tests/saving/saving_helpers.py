@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 
 @contextlib.contextmanager
@@ -18,6 +19,14 @@ def umask(value):
         yield
     finally:
         os.umask(previous)
+
+
+# The usual umask and a private one, with the modes a save must then give its folders and files.
+UMASK_CASES = pytest.mark.parametrize(
+    "mask, directory_mode, file_mode",
+    [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)],
+    ids=["umask022", "umask077"],
+)
 
 
 def modes(directory):

@@ -13,11 +13,17 @@ def probe(name, value, dtype="string", via="serve"):
     return {"name": name, "value": value, "dtype": dtype, "via": via}
 
 
-def run_probes(jobs):
-    """Runs `[(directory, [probe, ...]), ...]` in the serving helper; results by probe name."""
-    results = {}
-    for directory, probes in jobs:
-        answer = ask("probes", directory=str(directory), probes=probes)
-        assert not answer["imported_keras_transformer"]
-        results.update(answer["result"])
-    return results
+def run_probes(directory, probes):
+    """Runs `probes` on the SavedModel in `directory` in the serving helper; results by
+    probe name."""
+    answer = ask("probes", directory=str(directory), probes=probes)
+    assert not answer["imported_keras_transformer"]
+    return answer["result"]
+
+
+def assert_refused(result, error, *texts):
+    """A probe's `result` is the `error` (an exception class name) with each of `texts` in
+    its message."""
+    assert result.get("error") == error, result
+    for text in texts:
+        assert text in result["message"], (text, result["message"])

@@ -8,8 +8,9 @@ from keras_transformer.models import Seq2SeqTransformer, TransformerClassifier, 
 from keras_transformer.saving import export_serving, load_pretrained, save_pretrained
 from keras_transformer.text import SubwordTokenizer
 from keras_transformer.text.classification_dataset import tokenize_for_classification
+from tests import tiny_models
 from tests.saved_model_loader import load_all_in_fresh_process
-from tests.saving.serving_probes import probe, run_probes
+from tests.saving.serving_probes import assert_refused, probe, run_probes
 
 SENTENCES = [
     "A moving film with great acting.",
@@ -48,16 +49,8 @@ def tokenizer():
 
 
 def tiny_classifier(pooling="mean", dtype=None, **kwargs):
-    return TransformerClassifier(
-        VOCABULARY_SIZE,
-        NUM_CLASSES,
-        num_layers=1,
-        hidden_dim=16,
-        num_heads=2,
-        intermediate_dim=32,
-        pooling=pooling,
-        dtype=dtype,
-        **kwargs,
+    return tiny_models.classifier(
+        VOCABULARY_SIZE, NUM_CLASSES, pooling=pooling, dtype=dtype, **kwargs
     )
 
 
@@ -216,19 +209,15 @@ def edge(tmp_path_factory, tokenizer):
         head_fraction=HEAD_FRACTION,
     )
     served = run_probes(
+        directory,
         [
-            (
-                directory,
-                [
-                    probe("empty", [], via="signature"),
-                    probe("blank", BLANKS, via="signature"),
-                    probe("ten_thousand_words", [TEN_THOUSAND_WORDS]),
-                    probe("int_serve", [1, 2], "int32"),
-                    probe("int_signature", [1, 2], "int32", via="signature"),
-                    probe("matrix_signature", [QUERIES[:2]], via="signature"),
-                ],
-            )
-        ]
+            probe("empty", [], via="signature"),
+            probe("blank", BLANKS, via="signature"),
+            probe("ten_thousand_words", [TEN_THOUSAND_WORDS]),
+            probe("int_serve", [1, 2], "int32"),
+            probe("int_signature", [1, 2], "int32", via="signature"),
+            probe("matrix_signature", [QUERIES[:2]], via="signature"),
+        ],
     )
     return {
         "served": served,
@@ -265,17 +254,20 @@ def test_edge_ten_thousand_words_are_cut_head_and_tail(edge, tokenizer):
 @tensorflow_only
 def test_edge_bad_inputs_are_refused(edge):
     served = edge["served"]
-    assert served["int_serve"]["error"] == "TypeError"
-    assert "Can not cast TensorSpec(shape=(2,), dtype=tf.int32" in served["int_serve"]["message"]
-    assert served["int_signature"]["error"] == "InvalidArgumentError"
-    assert (
-        "expected to be a string tensor but is a int32 tensor"
-        in (served["int_signature"]["message"])
+    assert_refused(
+        served["int_serve"], "TypeError", "Can not cast TensorSpec(shape=(2,), dtype=tf.int32"
     )
-    assert served["matrix_signature"]["error"] == "InvalidArgumentError"
-    message = served["matrix_signature"]["message"]
-    assert "Shape of tensor sentences [1,2] is not compatible with expected shape [?]" in message
-    assert "sentences_must_be_1d" in message
+    assert_refused(
+        served["int_signature"],
+        "InvalidArgumentError",
+        "expected to be a string tensor but is a int32 tensor",
+    )
+    assert_refused(
+        served["matrix_signature"],
+        "InvalidArgumentError",
+        "Shape of tensor sentences [1,2] is not compatible with expected shape [?]",
+        "sentences_must_be_1d",
+    )
 
 
 def test_predict_command_loader_says_what_it_was_given(tmp_path, tokenizer):

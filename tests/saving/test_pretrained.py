@@ -10,6 +10,7 @@ from keras_transformer.version import __version__
 from tests import tiny_models
 from tests.saving.saving_helpers import (
     INPUTS,
+    UMASK_CASES,
     assert_modes,
     modes,
     tiny_model,
@@ -255,11 +256,7 @@ def test_says_what_it_was_given(tmp_path, name, make, match):
     assert "\n" not in str(error.value)
 
 
-@pytest.mark.parametrize(
-    "mask, directory_mode, file_mode",
-    [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)],
-    ids=["umask022", "umask077"],
-)
+@UMASK_CASES
 def test_modes_follow_the_umask(tmp_path, tokenizer, mask, directory_mode, file_mode):
     with umask(mask):
         directory = save_pretrained(tiny_model(), tmp_path / "shared" / "run", tokenizer)

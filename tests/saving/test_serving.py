@@ -1,7 +1,6 @@
 """`export_serving`: a string → string SavedModel that loads without keras_transformer."""
 
 import os
-import re
 import stat
 
 import keras
@@ -14,19 +13,13 @@ from keras_transformer.saving import export_serving
 from tests.harness import without_gc_collect
 from tests.saved_model_loader import load_all_in_fresh_process
 from tests.saving.saving_helpers import (
+    UMASK_CASES,
     assert_modes,
     modes,
     tiny_model,
-    train_tokenizer,
     umask,
 )
-from tests.saving.serving_probes import probe, run_probes
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer()
-
+from tests.saving.serving_probes import assert_refused, probe, run_probes
 
 QUERIES = [
     "A man rides a bike.",
@@ -174,11 +167,7 @@ def test_int8_model_is_served_identically(served, tokenizer):
 
 
 @tensorflow_only
-@pytest.mark.parametrize(
-    "mask, directory_mode, file_mode",
-    [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)],
-    ids=["umask022", "umask077"],
-)
+@UMASK_CASES
 def test_modes_follow_the_umask(tmp_path, tokenizer, mask, directory_mode, file_mode):
     with umask(mask):
         directory = export_serving(tiny_model(), tokenizer, tmp_path / "serving", beam_size=1)
@@ -252,24 +241,20 @@ def edge(tmp_path_factory, tokenizer):
     )
     texts = [query for query in QUERIES if query]
     served = run_probes(
+        directory,
         [
-            (
-                directory,
-                [
-                    probe("empty_serve", [], "string"),
-                    probe("empty_signature", [], "string", via="signature"),
-                    probe("blank", BLANKS + [texts[0]], via="signature"),
-                    probe("int_serve", [1, 2], "int32"),
-                    probe("int_signature", [1, 2], "int32", via="signature"),
-                    probe("matrix_serve", [texts[:2]]),
-                    probe("matrix_signature", [texts[:2]], via="signature"),
-                    probe("scalar_signature", texts[0], via="signature"),
-                    probe("ten_thousand_words", [TEN_THOUSAND_WORDS], via="signature"),
-                    probe("long", [LONG]),
-                    probe("queries", texts, via="signature"),
-                ],
-            )
-        ]
+            probe("empty_serve", [], "string"),
+            probe("empty_signature", [], "string", via="signature"),
+            probe("blank", BLANKS + [texts[0]], via="signature"),
+            probe("int_serve", [1, 2], "int32"),
+            probe("int_signature", [1, 2], "int32", via="signature"),
+            probe("matrix_serve", [texts[:2]]),
+            probe("matrix_signature", [texts[:2]], via="signature"),
+            probe("scalar_signature", texts[0], via="signature"),
+            probe("ten_thousand_words", [TEN_THOUSAND_WORDS], via="signature"),
+            probe("long", [LONG]),
+            probe("queries", texts, via="signature"),
+        ],
     )
 
     def cut(text):
@@ -311,32 +296,33 @@ def test_edge_blank_sentences_translate_to_empty_strings(edge):
 @tensorflow_only
 def test_edge_non_string_input_is_refused_at_the_call(edge):
     served = edge["served"]
-    assert served["int_serve"]["error"] == "TypeError"
-    assert (
+    assert_refused(
+        served["int_serve"],
+        "TypeError",
         "Can not cast TensorSpec(shape=(2,), dtype=tf.int32, name='sentences') to "
-        "TensorSpec(shape=(None,), dtype=tf.string, name='sentences')"
-    ) in served["int_serve"]["message"]
-    assert served["int_signature"]["error"] == "InvalidArgumentError"
-    assert (
-        "input #0(zero-based) was expected to be a string tensor but is a int32 tensor"
-        in served["int_signature"]["message"]
+        "TensorSpec(shape=(None,), dtype=tf.string, name='sentences')",
+    )
+    assert_refused(
+        served["int_signature"],
+        "InvalidArgumentError",
+        "input #0(zero-based) was expected to be a string tensor but is a int32 tensor",
     )
 
 
 @tensorflow_only
 def test_edge_two_dimensional_input_is_refused(edge):
     served = edge["served"]
-    assert served["matrix_serve"]["error"] == "TypeError"
-    assert (
-        "Can not cast TensorSpec(shape=(1, 2), dtype=tf.string"
-        in (served["matrix_serve"]["message"])
+    assert_refused(
+        served["matrix_serve"], "TypeError", "Can not cast TensorSpec(shape=(1, 2), dtype=tf.string"
     )
     # A signature call does not bind shapes: the graph's own check refuses it.
-    for name, shape in [("matrix_signature", r"\[1,2\]"), ("scalar_signature", r"\[\]")]:
-        assert served[name]["error"] == "InvalidArgumentError"
-        message = served[name]["message"]
-        assert re.search(rf"Shape of tensor sentences {shape} is not compatible", message)
-        assert "sentences_must_be_1d" in message
+    for name, shape in [("matrix_signature", "[1,2]"), ("scalar_signature", "[]")]:
+        assert_refused(
+            served[name],
+            "InvalidArgumentError",
+            f"Shape of tensor sentences {shape} is not compatible",
+            "sentences_must_be_1d",
+        )
 
 
 @tensorflow_only
