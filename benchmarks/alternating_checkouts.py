@@ -181,12 +181,13 @@ def main(argv=None):
     ]
     print("\n".join(notes) + "\n\n" + text)
     if args.output:
+        backend, found = versions()
         append_section(
             args.output,
             f"Before and after a change: {os.path.basename(args.command[0])}",
             "benchmarks/alternating_checkouts.py",
-            os.environ.get("KERAS_BACKEND", "tensorflow"),
-            versions(),
+            backend,
+            found,
             notes,
             text,
         )
