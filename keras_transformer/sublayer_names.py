@@ -11,6 +11,8 @@ KEY = "key"
 VALUE = "value"
 ATTENTION_OUTPUT = "attention_output"
 ATTENTION_PROJECTIONS = (QUERY, KEY, VALUE, ATTENTION_OUTPUT)
+# Only with `use_gate=True`; keras-hub's attention has no such projection.
+GATE = "gate"
 
 # Inside `FeedForward`.
 INTERMEDIATE_DENSE = "intermediate_dense"

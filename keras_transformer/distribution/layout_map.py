@@ -11,8 +11,9 @@ from keras_transformer.validation import is_int
 # axis and the output kernel `(heads, head_dim, width)` on its first, so each device
 # computes whole heads and the block ends in one all-reduce. The feed-forward network is
 # split the same way: the first kernel by columns, the second by rows.
-QUERY_KERNEL = rf".*attention/{names.QUERY}/kernel"
-QUERY_BIAS = rf".*attention/{names.QUERY}/bias"
+# The gate of gated attention is shaped like the query projection and split the same way.
+QUERY_KERNEL = rf".*attention/({names.QUERY}|{names.GATE})/kernel"
+QUERY_BIAS = rf".*attention/({names.QUERY}|{names.GATE})/bias"
 KEY_VALUE_KERNEL = rf".*attention/({names.KEY}|{names.VALUE})/kernel"
 KEY_VALUE_BIAS = rf".*attention/({names.KEY}|{names.VALUE})/bias"
 ATTENTION_OUTPUT_KERNEL = rf".*attention/{names.ATTENTION_OUTPUT}/kernel"

@@ -3,6 +3,10 @@ import keras
 from keras_transformer import sublayer_names as names
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.projection_options import (
+    projection_options,
+    serialize_projection_options,
+)
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.validation import check_positive_int, check_rate
 
@@ -25,6 +29,12 @@ class FeedForward(SublayerQuantization, keras.layers.Layer):
         kernel_initializer: initializer for the kernels. Defaults to
             `"glorot_uniform"`.
         bias_initializer: initializer for the biases. Defaults to `"zeros"`.
+        kernel_regularizer: regularizer for both kernels. Defaults to `None`.
+        bias_regularizer: regularizer for both biases. Defaults to `None`.
+        activity_regularizer: regularizer for each dense layer's output (two
+            losses). Defaults to `None`.
+        kernel_constraint: constraint for both kernels. Defaults to `None`.
+        bias_constraint: constraint for both biases. Defaults to `None`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Example:
@@ -46,6 +56,11 @@ class FeedForward(SublayerQuantization, keras.layers.Layer):
         use_bias=True,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -59,12 +74,21 @@ class FeedForward(SublayerQuantization, keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        # Not the base layer's `activity_regularizer`: that one would see the output only.
+        self._projection_options = projection_options(
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+        )
         self.supports_masking = True
 
     def build(self, inputs_shape):
         common = dict(
             use_bias=self.use_bias,
             dtype=self.dtype_policy,
+            **self._projection_options,
         )
         self.intermediate_dense = keras.layers.Dense(
             self.intermediate_dim,
@@ -107,6 +131,7 @@ class FeedForward(SublayerQuantization, keras.layers.Layer):
                 "use_bias": self.use_bias,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                **serialize_projection_options(self._projection_options),
             }
         )
         return config

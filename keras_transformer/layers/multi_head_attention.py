@@ -5,9 +5,18 @@ from keras import ops
 
 from keras_transformer import sublayer_names as names
 from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.projection_options import (
+    projection_options,
+    serialize_projection_options,
+)
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.ops.attention import scaled_dot_product_attention
-from keras_transformer.ops.masks import causal_mask, check_mask_shape, merge_masks
+from keras_transformer.ops.masks import (
+    causal_mask,
+    check_mask_shape,
+    merge_masks,
+    sliding_window_mask,
+)
 from keras_transformer.validation import check_positive_int, check_rank, check_rate
 
 
@@ -24,6 +33,11 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
 
     With `num_key_value_heads < num_heads` it is grouped-query attention: keys
     and values have fewer heads, each shared by a group of query heads.
+    `sliding_window` limits each query to the keys near it (local attention)
+    and `use_gate` multiplies each head's output by a sigmoid gate computed
+    from the query (gated attention), both as in `keras.layers.MultiHeadAttention`.
+    The layer takes Keras's arguments for that layer by keyword (see the layers
+    guide for the differences that remain).
 
     Incremental decoding: pass `cache`, a tensor of shape
     `(batch, 2, max_length, num_key_value_heads, key_dim)` holding keys
@@ -46,13 +60,37 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             Defaults to `0.0`.
         use_bias: bool, whether the projections have biases. Defaults to `True`.
         output_dim: int, size of the output. Defaults to the query's last axis.
-        flash_attention: bool or `None`, passed to
-            `keras.ops.dot_product_attention`. Defaults to `None` (the backend
-            decides).
+        output_shape: Keras's name for `output_dim`: an int or a one-element
+            tuple. Defaults to `None`.
+        attention_axes: `None` or `1`, accepted for Keras's sake: attention is
+            always over axis 1 of rank-3 inputs. Defaults to `None`.
+        sliding_window: int, if set each query attends only to keys within
+            `sliding_window - 1` positions of its own (a symmetric band; with
+            `use_causal_mask=True` or a cache, the query and the
+            `sliding_window - 1` keys before it). Defaults to `None` (all keys).
+        use_gate: bool, multiply each head's output by
+            `sigmoid(query W_g + b_g)` before the output projection
+            (Qiu et al., 2025). Defaults to `False`.
+        flash_attention: bool or `None`. `True` requires the flash kernel of
+            `keras.ops.dot_product_attention`: dropout, attention scores or a
+            value head size other than `key_dim` then raise a `ValueError`, as
+            does a backend or device without the kernel. `False` never uses it.
+            Defaults to `None`: Keras's global setting
+            (`keras.config.enable_flash_attention()`), else the backend decides.
         kernel_initializer: initializer for the projection kernels.
             Defaults to `"glorot_uniform"`.
         bias_initializer: initializer for the projection biases.
             Defaults to `"zeros"`.
+        kernel_regularizer: regularizer for every projection kernel.
+            Defaults to `None`.
+        bias_regularizer: regularizer for every projection bias.
+            Defaults to `None`.
+        activity_regularizer: regularizer for every projection's output (one
+            loss per projection, as in Keras). Defaults to `None`.
+        kernel_constraint: constraint for every projection kernel.
+            Defaults to `None`.
+        bias_constraint: constraint for every projection bias.
+            Defaults to `None`.
         seed: int, seed for the attention dropout. Defaults to `None`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
@@ -63,8 +101,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         key: tensor of shape `(batch, source_length, key_dim_in)`.
             Defaults to `value`.
         attention_mask: boolean tensor of shape
-            `(batch, target_length, source_length)` (or broadcastable to it);
-            `True` means attend.
+            `(batch, target_length, source_length)`, or
+            `(batch, num_heads, target_length, source_length)` for a mask per
+            head (or broadcastable to either); `True` means attend.
         use_causal_mask: bool, whether query `i` only attends to keys `<= i`.
         cache: key/value cache, see above.
         cache_update_index: int or scalar tensor, see above.
@@ -90,6 +129,8 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
         - [Ainslie et al., 2023](https://arxiv.org/abs/2305.13245) (grouped-query attention)
+        - [Beltagy et al., 2020](https://arxiv.org/abs/2004.05150) (sliding-window attention)
+        - [Qiu et al., 2025](https://arxiv.org/abs/2505.06708) (gated attention)
     """
 
     def __init__(
@@ -105,15 +146,33 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        sliding_window=None,
+        use_gate=False,
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        output_shape=None,
+        attention_axes=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
+        output_dim = _output_dim(output_dim, output_shape)
+        if attention_axes not in (None, 1, (1,), [1]):
+            raise ValueError(
+                "This layer attends over axis 1 of `(batch, length, features)` inputs, so "
+                f"`attention_axes` can only be None or 1. Received: "
+                f"attention_axes={attention_axes!r}. Reshape other layouts to rank 3, or use "
+                "`keras.layers.MultiHeadAttention`."
+            )
         for name, value in (
             ("key_dim", key_dim),
             ("value_dim", value_dim),
             ("output_dim", output_dim),
             ("num_key_value_heads", num_key_value_heads),
+            ("sliding_window", sliding_window),
         ):
             if value is not None:
                 check_positive_int(name, value)
@@ -124,6 +183,14 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 "Pick a divisor of `num_heads`."
             )
         check_rate("dropout", dropout)
+        if flash_attention and dropout > 0:
+            raise ValueError(
+                f"`flash_attention=True` cannot be honoured with `dropout={dropout}`: the "
+                "flash kernel has no dropout. Pass `dropout=0.0`, or `flash_attention=None` "
+                "to use the flash kernel only where it can run."
+            )
+        if not isinstance(use_gate, bool):
+            raise ValueError(f"`use_gate` must be True or False. Received: use_gate={use_gate!r}.")
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim
@@ -135,6 +202,17 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
+        self.sliding_window = sliding_window
+        self.use_gate = use_gate
+        # Kept apart from the base layer's `activity_regularizer`, which would apply to
+        # the layer's output instead of each projection's.
+        self._projection_options = projection_options(
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+        )
         self.seed_generator = keras.random.SeedGenerator(seed) if dropout > 0 else None
         self.supports_masking = True
 
@@ -143,20 +221,22 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
+            **self._projection_options,
         )
 
-    def _head_projection(self, name, heads, head_dim):
+    def _head_projection(self, name, heads, head_dim, activation=None):
         """An `EinsumDense` from `(batch, length, features)` to `(..., heads, head_dim)`."""
         return keras.layers.EinsumDense(
             "abc,cde->abde",
             output_shape=(None, heads, head_dim),
             bias_axes="de" if self.use_bias else None,
+            activation=activation,
             name=name,
             **self._sublayer_kwargs(),
         )
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        check_rank("query", query_shape, 3, "`(batch, length, features)`")
+        _check_input_shapes(query_shape, value_shape, key_shape)
         query_dim = query_shape[-1]
         if self.key_dim is None:
             if query_dim % self.num_heads:
@@ -179,6 +259,14 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         self.query_dense.build(query_shape)
         self.key_dense = self._head_projection(names.KEY, self._num_kv_heads, self._key_dim)
         self.key_dense.build(key_shape)
+        # Created between key and value, as Keras's layer does, so the weights list in
+        # the same order and `set_weights(keras_layer.get_weights())` copies them.
+        self.gate_dense = None
+        if self.use_gate:
+            self.gate_dense = self._head_projection(
+                names.GATE, self.num_heads, self._value_dim, activation="sigmoid"
+            )
+            self.gate_dense.build(query_shape)
         self.value_dense = self._head_projection(names.VALUE, self._num_kv_heads, self._value_dim)
         self.value_dense.build(value_shape)
         self._output_dim = self.output_dim or query_dim
@@ -195,12 +283,13 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             projection.supports_masking = True
         self.built = True
 
-    def _quantized(self):
+    def _fusable(self):
         # A quantised projection's `kernel` holds integers without their scales, so
         # concatenating kernels would be wrong; the projections then run through their
-        # own quantised calls instead (measured in benchmarks/quantization.py).
-        return any(
-            d.quantization_mode is not None
+        # own quantised calls instead (measured in benchmarks/quantization.py). An
+        # activity regularizer needs each projection's own call, which records its loss.
+        return self._projection_options["activity_regularizer"] is None and all(
+            d.quantization_mode is None
             for d in (self.query_dense, self.key_dense, self.value_dense)
         )
 
@@ -212,9 +301,10 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         CPU runtime an `EinsumDense` runs as an `Einsum` op, whose training step
         is several times slower than a reshape and `MatMul`. A quantised
         projection runs its own call (its `kernel` holds integers without their
-        scales); `kernel` carries a LoRA delta when LoRA is enabled.
+        scales), and one with an activity regularizer its own call too (which
+        records the loss); `kernel` carries a LoRA delta when LoRA is enabled.
         """
-        if dense.quantization_mode is not None:
+        if dense.quantization_mode is not None or dense.activity_regularizer is not None:
             return dense(x)
         kernel = ops.cast(dense.kernel, x.dtype)
         in_shape, out_shape = kernel.shape[:contracted], kernel.shape[contracted:]
@@ -225,7 +315,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         if dense.bias is not None:
             outputs = outputs + ops.reshape(ops.cast(dense.bias, x.dtype), (out_size,))
         leading = [ops.shape(x)[i] for i in range(len(x.shape) - contracted)]
-        return ops.reshape(outputs, (*leading, *out_shape))
+        return dense.activation(ops.reshape(outputs, (*leading, *out_shape)))
 
     def _project_self_attention(self, x):
         """Query, key and value of one input with a single matrix multiplication."""
@@ -304,15 +394,23 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         value_mask=None,
         key_mask=None,
     ):
-        check_rank("query", query.shape, 3, "`(batch, length, features)`")
         if value is None and (cache is None or cache_update_index is not None):
             raise ValueError(
                 "`value` is required unless a precomputed `cache` is passed without "
                 "`cache_update_index`."
             )
-        for name, tensor in (("value", value), ("key", key)):
-            if tensor is not None:
-                check_rank(name, tensor.shape, 3, "`(batch, length, features)`")
+        _check_input_shapes(
+            query.shape,
+            None if value is None else value.shape,
+            None if key is None else key.shape,
+        )
+        flash_attention = self._flash_attention()
+        if flash_attention and return_attention_scores:
+            raise ValueError(
+                "`return_attention_scores=True` cannot be honoured with "
+                "`flash_attention=True`: the flash kernel never forms the scores. Build the "
+                "layer with `flash_attention=None` (or False) to get them."
+            )
 
         q, k, v, new_cache = self._project(query, value, key, cache, cache_update_index)
         mask = self._attention_mask(
@@ -328,11 +426,13 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             return_attention_scores=return_attention_scores,
             training=training,
             seed=self.seed_generator,
-            flash_attention=self.flash_attention,
+            flash_attention=flash_attention,
         )
         scores = None
         if return_attention_scores:
             attended, scores = attended
+        if self.gate_dense is not None:
+            attended = attended * self._dense(self.gate_dense, query, 1)
         outputs = self._dense(self.output_dense, attended, 2)
 
         results = (outputs,)
@@ -342,10 +442,16 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             results += (new_cache,)
         return results[0] if len(results) == 1 else results
 
+    def _flash_attention(self):
+        """`flash_attention`, or Keras's global setting where it is `None`."""
+        if self.flash_attention is not None:
+            return self.flash_attention
+        return keras.config.is_flash_attention_enabled()
+
     def _project(self, query, value, key, cache, cache_update_index):
         """`(q, k, v, new_cache)`: the projected heads, with the cache read and written."""
         self_attention = key is None and value is query
-        if self_attention and self._value_dim == self._key_dim and not self._quantized():
+        if self_attention and self._value_dim == self._key_dim and self._fusable():
             q, k, v = self._project_self_attention(query)
         else:
             q = self._dense(self.query_dense, query, 1)
@@ -376,26 +482,41 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         value_mask,
         key_mask,
     ):
-        """The boolean `(batch, T, S)` mask of the attention, or `None`."""
-        check_mask_shape(attention_mask, q.shape[1], k.shape[1])
+        """The boolean attention mask, `(batch, T, S)` or `(batch, heads, T, S)`, or `None`."""
+        check_mask_shape(attention_mask, q.shape[1], k.shape[1], ranks=(2, 3, 4))
+        per_head = attention_mask is not None and len(attention_mask.shape) == 4
+        if per_head and attention_mask.shape[1] not in (None, 1, self.num_heads):
+            raise ValueError(
+                f"A rank-4 `attention_mask` is `(batch, num_heads, T, S)`: its axis 1 must be "
+                f"{self.num_heads} (one mask per head) or 1. Received: "
+                f"attention_mask.shape={tuple(attention_mask.shape)}."
+            )
         if cache is not None:
             # Keras masks describe the new steps only, not the cached positions.
             value_mask = key_mask = None
+        query_length, key_length = ops.shape(q)[1], ops.shape(k)[1]
+        decoding = cache is not None and cache_update_index is not None
+        start = cache_update_index if decoding else 0
         mask = merge_masks(
             None if query_mask is None else ops.expand_dims(query_mask, -1),
             None if value_mask is None else ops.expand_dims(value_mask, -2),
             None if key_mask is None else ops.expand_dims(key_mask, -2),
-            attention_mask,
+            None if per_head else attention_mask,
+            # With a cache, unfilled slots lie in every new step's future, so this also
+            # hides them.
+            causal_mask(query_length, key_length, start)[None]
+            if decoding or use_causal_mask
+            else None,
+            None
+            if self.sliding_window is None
+            else sliding_window_mask(query_length, key_length, self.sliding_window, start)[None],
         )
-        if cache is not None and cache_update_index is not None:
-            # Unfilled cache slots lie in every new step's future, so this also hides them.
-            filled = causal_mask(ops.shape(q)[1], ops.shape(k)[1], cache_update_index)
-            return merge_masks(mask, filled[None])
-        if use_causal_mask:
-            return merge_masks(mask, causal_mask(ops.shape(q)[1], ops.shape(k)[1])[None])
+        if per_head:
+            mask = merge_masks(None if mask is None else ops.expand_dims(mask, 1), attention_mask)
         return mask
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        _check_input_shapes(query_shape, value_shape, key_shape)
         output_dim = self.output_dim or query_shape[-1]
         return tuple(query_shape[:-1]) + (output_dim,)
 
@@ -412,7 +533,11 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         training=None,
         **kwargs,
     ):
-        output_shape = self.compute_output_shape(query.shape)
+        output_shape = self.compute_output_shape(
+            query.shape,
+            None if value is None else value.shape,
+            None if key is None else key.shape,
+        )
         results = (keras.KerasTensor(output_shape, dtype=self.compute_dtype),)
         if return_attention_scores:
             source_length = (
@@ -439,6 +564,44 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "seed": self.seed,
+                "sliding_window": self.sliding_window,
+                "use_gate": self.use_gate,
+                **serialize_projection_options(self._projection_options),
             }
         )
         return config
+
+
+def _output_dim(output_dim, output_shape):
+    """`output_dim` from it or from Keras's `output_shape` (an int or a 1-tuple)."""
+    if output_shape is None:
+        return output_dim
+    shape = (output_shape,) if isinstance(output_shape, int) else tuple(output_shape)
+    if len(shape) != 1:
+        raise ValueError(
+            "`output_shape` must be an int or a one-element tuple: this layer's output is "
+            f"`(batch, length, output_dim)`. Received: output_shape={output_shape!r}. Reshape "
+            "the output for more axes."
+        )
+    if output_dim is not None and output_dim != shape[0]:
+        raise ValueError(
+            f"`output_shape` ({output_shape!r}) and `output_dim` ({output_dim!r}) disagree; "
+            "they name the same thing. Pass one of them."
+        )
+    return shape[0]
+
+
+def _check_input_shapes(query_shape, value_shape, key_shape):
+    """Raises a `ValueError` for a query, value or key the layer cannot attend with."""
+    for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
+        if shape is not None:
+            check_rank(name, shape, 3, "`(batch, length, features)`")
+    if value_shape is None or key_shape is None:
+        return
+    value_length, key_length = value_shape[1], key_shape[1]
+    if value_length is not None and key_length is not None and value_length != key_length:
+        raise ValueError(
+            "`key` and `value` must have the same length (axis 1): each key names the value "
+            f"at its position. Received: key.shape={tuple(key_shape)} and "
+            f"value.shape={tuple(value_shape)}."
+        )

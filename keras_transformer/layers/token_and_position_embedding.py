@@ -6,6 +6,7 @@ from keras import ops
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.position_embedding import PositionEmbedding
+from keras_transformer.layers.projection_options import get_constraint, get_regularizer
 from keras_transformer.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.validation import (
@@ -52,6 +53,10 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         max_wavelength: float, for the sinusoidal table. Defaults to `10000`.
         embeddings_initializer: initializer for the token matrix. Defaults to
             `None`, meaning `RandomNormal(stddev=embedding_dim**-0.5)`.
+        embeddings_regularizer: regularizer for the token matrix (as in
+            `keras.layers.Embedding`). Defaults to `None`.
+        embeddings_constraint: constraint for the token matrix. Defaults to
+            `None`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
@@ -88,6 +93,8 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         embeddings_initializer=None,
         layer_norm=False,
         layer_norm_epsilon=1e-6,
+        embeddings_regularizer=None,
+        embeddings_constraint=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -123,6 +130,10 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         )
         self.layer_norm = layer_norm
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.embeddings_regularizer = get_regularizer(
+            "embeddings_regularizer", embeddings_regularizer
+        )
+        self.embeddings_constraint = get_constraint("embeddings_constraint", embeddings_constraint)
         self.supports_masking = mask_zero
 
     def build(self, inputs_shape):
@@ -134,6 +145,8 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
             self.vocabulary_size,
             self.embedding_dim,
             embeddings_initializer=initializer,
+            embeddings_regularizer=self.embeddings_regularizer,
+            embeddings_constraint=self.embeddings_constraint,
             dtype=self.dtype_policy,
             name="token_embedding",
         )
@@ -224,6 +237,8 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
                 ),
                 "layer_norm": self.layer_norm,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "embeddings_regularizer": keras.regularizers.serialize(self.embeddings_regularizer),
+                "embeddings_constraint": keras.constraints.serialize(self.embeddings_constraint),
             }
         )
         return config

@@ -8,6 +8,10 @@ from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.projection_options import (
+    projection_options,
+    serialize_projection_options,
+)
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.ops.masks import merge_masks, padding_to_attention_mask
 from keras_transformer.validation import check_positive_int, check_rank, check_rate
@@ -37,6 +41,12 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         flash_attention=None,
+        sliding_window=None,
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -44,6 +54,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         check_positive_int("intermediate_dim", intermediate_dim)
         check_positive_int("key_dim", key_dim, allow_none=True)
         check_positive_int("num_key_value_heads", num_key_value_heads, allow_none=True)
+        check_positive_int("sliding_window", sliding_window, allow_none=True)
         for name, rate in (
             ("dropout", dropout),
             ("attention_dropout", attention_dropout),
@@ -73,6 +84,21 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.flash_attention = flash_attention
+        self.sliding_window = sliding_window
+        # Handed to every attention and feed-forward projection, not to the block's output.
+        self._projection_options = projection_options(
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+        )
+        if flash_attention and attention_dropout > 0:
+            raise ValueError(
+                f"`flash_attention=True` cannot be honoured with `attention_dropout="
+                f"{attention_dropout}`: the flash kernel has no dropout. Pass "
+                "`attention_dropout=0.0`, or `flash_attention=None`."
+            )
         self.supports_masking = True
 
     def _check_width(self, hidden_dim):
@@ -82,17 +108,19 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
                 f"({self.num_heads}). Choose `num_heads` dividing the width, or pass `key_dim`."
             )
 
-    def _attention(self, name):
+    def _attention(self, name, sliding_window=None):
         return MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
             num_key_value_heads=self.num_key_value_heads,
             dropout=self.attention_dropout,
             flash_attention=self.flash_attention,
+            sliding_window=sliding_window,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=name,
+            **self._projection_options,
         )
 
     def _layer_norm(self, name, inputs_shape):
@@ -109,7 +137,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         """Checks the inputs' shape and builds the self-attention sub-layer."""
         check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
         self._check_width(inputs_shape[-1])
-        self.self_attention = self._attention(names.SELF_ATTENTION)
+        self.self_attention = self._attention(names.SELF_ATTENTION, self.sliding_window)
         self.self_attention.build(inputs_shape, inputs_shape)
         self.self_attention_layer_norm = self._layer_norm(
             names.SELF_ATTENTION_LAYER_NORM, inputs_shape
@@ -133,6 +161,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=names.FEED_FORWARD,
+            **self._projection_options,
         )
         self.feed_forward.build(inputs_shape)
         self.feed_forward_layer_norm = self._layer_norm(names.FEED_FORWARD_LAYER_NORM, inputs_shape)
@@ -186,6 +215,8 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "flash_attention": self.flash_attention,
+                "sliding_window": self.sliding_window,
+                **serialize_projection_options(self._projection_options),
             }
         )
         return config

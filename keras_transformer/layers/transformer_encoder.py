@@ -28,7 +28,8 @@ class TransformerEncoder(TransformerStackBase):
         **kwargs: every other `TransformerEncoderBlock` argument (`dropout`,
             `attention_dropout`, `activation_dropout`, `activation`,
             `norm_first`, `layer_norm_epsilon`, `key_dim`,
-            `num_key_value_heads`, initializers, `flash_attention`) and the base
+            `num_key_value_heads`, initializers, `flash_attention`,
+            `sliding_window`, regularizers and constraints) and the base
             layer arguments such as `name` and `dtype`.
 
     Call arguments:

@@ -40,6 +40,19 @@ class TransformerEncoderBlock(TransformerBlockBase):
         bias_initializer: initializer for all biases. Defaults to `"zeros"`.
         flash_attention: bool or `None`, see `MultiHeadAttention`.
             Defaults to `None`.
+        sliding_window: int, the self-attention's local window (see
+            `MultiHeadAttention`); cross-attention always sees the whole
+            source. Defaults to `None`.
+        kernel_regularizer: regularizer for every attention and feed-forward
+            kernel (not the layer norms). Defaults to `None`.
+        bias_regularizer: regularizer for those projections' biases.
+            Defaults to `None`.
+        activity_regularizer: regularizer for each projection's output.
+            Defaults to `None`.
+        kernel_constraint: constraint for every projection kernel.
+            Defaults to `None`.
+        bias_constraint: constraint for every projection bias.
+            Defaults to `None`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:

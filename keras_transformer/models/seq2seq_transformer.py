@@ -48,6 +48,10 @@ class Seq2SeqTransformer(TransformerModelBase):
         activation: feed-forward activation. Defaults to `"relu"`.
         layer_norm_epsilon: float. Defaults to `1e-6`.
         num_key_value_heads: int, for grouped-query attention. Defaults to `None`.
+        sliding_window: int, every self-attention (encoder and decoder) sees
+            only the positions within `sliding_window - 1` of the query's (the
+            decoder's, earlier ones only); cross-attention sees the whole
+            source. Defaults to `None`.
         **kwargs: base model arguments such as `name` and `dtype` (a dtype
             policy such as `"mixed_bfloat16"`).
 
@@ -93,6 +97,7 @@ class Seq2SeqTransformer(TransformerModelBase):
         "activation",
         "layer_norm_epsilon",
         "num_key_value_heads",
+        "sliding_window",
     )
 
     def __init__(
@@ -116,6 +121,7 @@ class Seq2SeqTransformer(TransformerModelBase):
         activation="relu",
         layer_norm_epsilon=1e-6,
         num_key_value_heads=None,
+        sliding_window=None,
         **kwargs,
     ):
         super().__init__(pad_id=pad_id, **kwargs)
@@ -142,7 +148,11 @@ class Seq2SeqTransformer(TransformerModelBase):
             if share_embeddings
             else self._embedding(target_vocabulary_size, name="target_embedding")
         )
-        block_args = dict(num_key_value_heads=num_key_value_heads, **self._stack_arguments())
+        block_args = dict(
+            num_key_value_heads=num_key_value_heads,
+            sliding_window=sliding_window,
+            **self._stack_arguments(),
+        )
         self.encoder = TransformerEncoder(num_encoder_layers, name="encoder", **block_args)
         self.decoder = TransformerDecoder(num_decoder_layers, name="decoder", **block_args)
         self.output_projection = self._output_projection(target_vocabulary_size)

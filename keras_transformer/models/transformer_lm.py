@@ -36,6 +36,9 @@ class TransformerLM(TransformerModelBase):
         activation: feed-forward activation. Defaults to `"relu"`.
         layer_norm_epsilon: float. Defaults to `1e-6`.
         num_key_value_heads: int, for grouped-query attention. Defaults to `None`.
+        sliding_window: int, each position attends to itself and the
+            `sliding_window - 1` positions before it (local attention, also
+            in cached generation). Defaults to `None` (all earlier positions).
         **kwargs: base model arguments such as `name` and `dtype`.
 
     Example:
@@ -68,6 +71,7 @@ class TransformerLM(TransformerModelBase):
         "activation",
         "layer_norm_epsilon",
         "num_key_value_heads",
+        "sliding_window",
     )
 
     def __init__(
@@ -88,6 +92,7 @@ class TransformerLM(TransformerModelBase):
         activation="relu",
         layer_norm_epsilon=1e-6,
         num_key_value_heads=None,
+        sliding_window=None,
         **kwargs,
     ):
         super().__init__(pad_id=pad_id, **kwargs)
@@ -100,6 +105,7 @@ class TransformerLM(TransformerModelBase):
         self.decoder = TransformerDecoder(
             num_layers,
             num_key_value_heads=num_key_value_heads,
+            sliding_window=sliding_window,
             cross_attention=False,
             name="decoder",
             **self._stack_arguments(),

@@ -18,8 +18,9 @@ from keras_transformer.layers.sublayer_quantization import (
 from keras_transformer.layers.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_transformer.validation import check_positive_int, is_int
 
-# The projections LoRA adapts by default: every attention and feed-forward projection.
-LORA_TARGETS = names.ATTENTION_PROJECTIONS + names.FEED_FORWARD_PROJECTIONS
+# The projections LoRA adapts by default: every attention and feed-forward projection
+# (the gate only exists in attention built with `use_gate=True`).
+LORA_TARGETS = names.ATTENTION_PROJECTIONS + (names.GATE,) + names.FEED_FORWARD_PROJECTIONS
 
 
 class TransformerModelBase(keras.Model):

@@ -9,6 +9,7 @@ from keras_transformer.ops.masks import (
     get_keras_mask,
     merge_masks,
     padding_to_attention_mask,
+    sliding_window_mask,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "merge_masks",
     "padding_to_attention_mask",
     "scaled_dot_product_attention",
+    "sliding_window_mask",
 ]

@@ -60,6 +60,24 @@ def _check_inputs(query, key, value):
         )
 
 
+def _check_flash_attention(dropout_active, return_attention_scores, query, value):
+    """Raises a `ValueError` where `flash_attention=True` cannot be honoured."""
+    if dropout_active:
+        reason = "dropout is active (the flash kernel has none)"
+    elif return_attention_scores:
+        reason = "attention scores were requested (the flash kernel never forms them)"
+    elif value.shape[-1] != query.shape[-1]:
+        reason = (
+            f"the value head size ({value.shape[-1]}) differs from the query's ({query.shape[-1]})"
+        )
+    else:
+        return
+    raise ValueError(
+        f"`flash_attention=True` cannot be honoured: {reason}. Pass `flash_attention=None` "
+        "to use the flash kernel only where it can run."
+    )
+
+
 def scaled_dot_product_attention(
     query,
     key,
@@ -106,8 +124,12 @@ def scaled_dot_product_attention(
         training: bool, whether dropout is active. Defaults to `None` (inactive).
         scale: float, the logit scale. Defaults to `1 / sqrt(head_dim)`.
         seed: int or `keras.random.SeedGenerator` for the dropout. Defaults to `None`.
-        flash_attention: bool or `None`, passed to
-            `keras.ops.dot_product_attention`. Defaults to `None` (backend decides).
+        flash_attention: bool or `None`. `True` always takes the fused
+            `keras.ops.dot_product_attention` with its flash kernel, and raises a
+            `ValueError` where that cannot be honoured: active dropout, requested
+            scores, a value head size other than the query's, or a backend or
+            device without the kernel. Defaults to `None` (the fused path where it
+            pays, the flash kernel where the backend has one).
 
     Returns:
         The attended values, shape `(batch, target_length, num_heads, value_dim)`,
@@ -164,9 +186,11 @@ def scaled_dot_product_attention(
         value = ops.repeat(value, num_heads // num_kv_heads, axis=2)
 
     dropout_active = bool(training) and dropout > 0.0
+    if flash_attention:
+        _check_flash_attention(dropout_active, return_attention_scores, query, value)
     # JAX's fused kernel (and Keras' fallback for it) wants the value's head size equal to
     # the query's; a value of another size takes the explicit path.
-    fusable = value.shape[-1] == head_dim and fused_attention_pays(query.dtype)
+    fusable = value.shape[-1] == head_dim and (flash_attention or fused_attention_pays(query.dtype))
     if not dropout_active and not return_attention_scores and fusable:
         outputs = ops.dot_product_attention(
             query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
@@ -193,7 +217,11 @@ def scaled_dot_product_attention(
         logits = ops.cast(logits, "float32") * scale
     if mask is not None:
         logits = ops.where(mask, logits, _MASKED_LOGIT)
-    probs = ops.softmax(logits, axis=-1)
+    if logits.shape[-1] == 1:
+        # One key takes all the weight (Keras warns of a softmax over one entry).
+        probs = ops.ones_like(logits)
+    else:
+        probs = ops.softmax(logits, axis=-1)
     if mask is not None:
         probs = probs * ops.cast(ops.any(mask, axis=-1, keepdims=True), probs.dtype)
     scores = probs

@@ -68,6 +68,41 @@ def causal_mask(query_length, key_length=None, start_index=0):
     return ops.less_equal(cols, rows + ops.cast(start_index, "int32"))
 
 
+def sliding_window_mask(query_length, key_length, window, start_index=0):
+    """Band mask of shape `(query_length, key_length)`: keys within `window - 1` positions.
+
+    Query `i` sits at absolute position `start_index + i` and may attend to key
+    `j` when `|start_index + i - j| < window`, a symmetric band as in Keras's
+    `MultiHeadAttention(sliding_window=...)`. With a causal mask it is the
+    causal sliding window of Longformer and Mistral: each query sees itself
+    and the `window - 1` keys before it.
+
+    Args:
+        query_length: int or scalar tensor, number of query positions.
+        key_length: int or scalar tensor, number of key positions.
+        window: positive int, the width of the band on each side, counting the
+            diagonal.
+        start_index: int or scalar tensor, absolute position of the first query
+            (the decoding step when a cache is used). Defaults to `0`.
+
+    Returns:
+        A boolean tensor of shape `(query_length, key_length)`, `True` where
+        the query may attend to the key.
+
+    Example:
+
+    >>> ops.convert_to_numpy(sliding_window_mask(4, 4, 2)).astype(int).tolist()
+    [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]
+
+    References:
+        - [Beltagy et al., 2020](https://arxiv.org/abs/2004.05150) (Longformer)
+    """
+    rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
+    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
+    distance = ops.abs(rows + ops.cast(start_index, "int32") - cols)
+    return ops.less(distance, window)
+
+
 def padding_to_attention_mask(padding_mask):
     """`(batch, key_length)` padding mask → `(batch, 1, key_length)` attention mask.
 

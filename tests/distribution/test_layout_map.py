@@ -94,6 +94,20 @@ def test_grouped_query_attention_keeps_fewer_key_value_heads_whole():
             assert axes(split_four, variable.path) == (None, "model", None)
 
 
+def test_the_gate_of_gated_attention_splits_like_the_query():
+    layout_map = get_layout_map(fake_mesh(2, 4), dict(SIZES, vocabulary_size=64))
+    attention = kt.layers.MultiHeadAttention(num_heads=8, use_gate=True, name="self_attention")
+    attention.build((None, None, 32))
+    paths = {w.path.split("/", 1)[1]: w.path for w in attention.weights}
+    for name in ("query", "gate"):
+        assert axes(layout_map, "decoder/block_0/" + paths[f"{name}/kernel"]) == (
+            None,
+            "model",
+            None,
+        )
+        assert axes(layout_map, "decoder/block_0/" + paths[f"{name}/bias"]) == ("model", None)
+
+
 def test_a_vocabulary_that_does_not_divide_splits_the_embeddings_by_width():
     layout_map = get_layout_map(fake_mesh(1, 4), dict(SIZES, source_vocabulary_size=4001))
     assert axes(layout_map, "m/source_embedding/token_embedding/embeddings") == (None, "model")

@@ -72,8 +72,8 @@ def tiny_seq2seq(num_decoder_layers=1, seed=6):
     return set_numpy_weights(model, seed)
 
 
-def tiny_lm(seed=4):
-    model = tiny_models.lm(VOCABULARY_SIZE, num_layers=2, **GENERATION_OPTIONS)
+def tiny_lm(seed=4, **overrides):
+    model = tiny_models.lm(VOCABULARY_SIZE, num_layers=2, **GENERATION_OPTIONS, **overrides)
     return set_numpy_weights(model, seed)
 
 

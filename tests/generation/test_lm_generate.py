@@ -8,6 +8,7 @@ from generation_helpers import (
     continuation_log_prob,
     pad_rows,
     strip,
+    tiny_lm,
     uncached_greedy_lm,
 )
 
@@ -33,6 +34,16 @@ def test_cached_greedy_equals_uncached_greedy(lm_model):
         )
         stops.add(len(expected))
     assert len(stops) >= 2  # rows end at different steps
+
+
+def test_sliding_window_lm_generates_as_its_full_pass_predicts():
+    # The window (3) is shorter than every prompt, so the cache's masks decide what each
+    # step sees; a cache that ignored the window would pick other tokens.
+    model = tiny_lm(sliding_window=3)
+    ids = model.generate(pad_rows(PROMPTS), max_length=MAX_LENGTH, end_id=END)
+    for row, prompt in enumerate(PROMPTS):
+        assert strip(ids[row]) == uncached_greedy_lm(model, prompt, MAX_LENGTH, END)
+    assert model.get_config()["sliding_window"] == 3
 
 
 def test_beam_search_keeps_the_prompt_and_scores_the_continuation(lm_model):

@@ -161,8 +161,8 @@ def test_mask_of_wrong_shape_is_an_error(rng):
         ValueError, match="`attention_mask` must broadcast to .* key axis has length 4"
     ):
         layer(x, x, attention_mask=np.ones((B, T, 4), bool))
-    with pytest.raises(ValueError, match="`attention_mask` must have rank 2 or 3"):
-        layer(x, x, attention_mask=np.ones((B, 1, 1, T, T), bool))
+    with pytest.raises(ValueError, match="`attention_mask` must have rank 2 or 3 or 4"):
+        layer(x, x, attention_mask=np.ones((B, 1, 1, 1, T, T), bool))
 
 
 def test_wrong_input_rank_is_an_error():
