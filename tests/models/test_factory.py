@@ -126,9 +126,14 @@ def test_overrides_replace_preset_values(device):
         num_decoder_layers=2,
         hidden_dim=32,
         dropout=0.0,
+        sliding_window=16,
         name="custom",
     )
     assert not model.compiled and model.name == "custom"
+    # The window reaches every self-attention, and no cross-attention.
+    assert model.encoder.blocks[0].self_attention.sliding_window == 16
+    assert model.decoder.blocks[1].self_attention.sliding_window == 16
+    assert model.decoder.blocks[1].cross_attention_layer.sliding_window is None
     assert (model.num_encoder_layers, model.num_decoder_layers) == (1, 2)
     assert (model.hidden_dim, model.num_heads, model.intermediate_dim) == (32, 4, 1024)
     assert (model.dropout, model.target_vocabulary_size) == (0.0, 40)
