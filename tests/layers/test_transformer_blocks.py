@@ -66,7 +66,13 @@ def test_decoder_only_block_contract(rng):
 def test_encoder_stack_contract(rng, norm_first):
     layer = run_layer_test(
         TransformerEncoder,
-        {"num_layers": 2, **BLOCK, "norm_first": norm_first},
+        # The full check (pre-norm) saves Keras's regularizer arguments and a window too.
+        {"num_layers": 2, **BLOCK, "norm_first": norm_first}
+        | (
+            {"kernel_regularizer": "l2", "activity_regularizer": "l1", "sliding_window": 3}
+            if norm_first
+            else {}
+        ),  # fmt: skip
         rng.standard_normal((B, T, D)).astype("float32"),
         (B, T, D),
         expected_num_trainable_weights=32 + (2 if norm_first else 0),
