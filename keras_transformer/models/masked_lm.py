@@ -143,7 +143,7 @@ class MaskedLM(EncoderModelBase):
             token_ids = inputs
         hidden = self.encoder(token_ids, training=training)
         if mask_positions is not None:
-            positions = ops.cast(mask_positions, "int32")[..., None]
+            positions = ops.expand_dims(ops.cast(mask_positions, "int32"), -1)
             hidden = ops.take_along_axis(hidden, positions, axis=1)
         hidden = self.head_layer_norm(self.head_dense(hidden))
         logits = self.embedding.attend(hidden)

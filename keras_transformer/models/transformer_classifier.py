@@ -202,7 +202,9 @@ class TransformerClassifier(EncoderModelBase):
         """
         if self.pooling == "cls":
             return hidden[:, 0]
-        mask = ops.cast(self.padding_mask(token_ids), hidden.dtype)[..., None]
+        # `expand_dims`, not `[..., None]`: LiteRT has no builtin op for a strided slice that
+        # adds an axis, so the indexing form needed the Flex delegate.
+        mask = ops.expand_dims(ops.cast(self.padding_mask(token_ids), hidden.dtype), -1)
         total = ops.sum(hidden * mask, axis=1)
         count = ops.maximum(ops.sum(mask, axis=1), ops.cast(1, hidden.dtype))
         return total / count
