@@ -5,6 +5,7 @@ figure script (docs/hooks/figures.py), and turns every warning into an error: a 
 link, a docstring mkdocstrings cannot read, or page code that raises fails the build.
 """
 
+import html
 import importlib
 import os
 import pathlib
@@ -72,6 +73,88 @@ def test_the_math_is_mathml_in_every_page(site):
     assert not left, f"TeX left for a script to typeset: {left}"
     left = [str(path) for path, text in pages.items() if 'class="arithmatex">\\[' in text]
     assert not left, f"TeX left for a script to typeset: {left}"
+
+
+RETURNS = re.compile(
+    r'<span class="doc-section-title">Returns:</span></p>\s*<ul>(?P<items>.*?)</ul>', re.DOTALL
+)
+
+
+def api_pages(site):
+    return {
+        str(path.relative_to(site)): path.read_text(encoding="utf-8")
+        for path in sorted((site / "api").rglob("*.html"))
+    }
+
+
+def test_every_returns_section_is_one_description(site):
+    # Griffe's default reads each line of `Returns:` as one returned value: a sentence
+    # over three lines became three bullets.
+    sections = 0
+    for page, text in api_pages(site).items():
+        for match in RETURNS.finditer(text):
+            sections += 1
+            items = match["items"].count("<li")
+            assert items == 1, f"{page}: a Returns section in {items} items: {match['items']}"
+    assert sections >= 60, sections
+
+
+def test_no_backtick_shows_literally_on_the_api_pages(site):
+    # A code span cut in two by a line split showed as "`(batch," with its spaces lost.
+    for page, text in api_pages(site).items():
+        prose = re.sub(r"<(pre|code|script)\b.*?</\1>", "", text, flags=re.DOTALL)
+        prose = html.unescape(re.sub(r"<[^>]+>", "", prose))
+        literal = [line.strip() for line in prose.splitlines() if "`" in line]
+        assert not literal, f"{page}: {literal[:3]}"
+
+
+# What a browser loads when it opens a page (links and anchors are only followed on a click).
+LOADED = re.compile(
+    r"<(?:script|img|iframe|source|audio|video|embed)\b[^>]*?\ssrc=\"(?P<src>[^\"]*)\""
+    r"|<link\b(?P<link>[^>]*)>",
+    re.IGNORECASE,
+)
+LINK_LOADS = re.compile(r'rel="(?:stylesheet|preconnect|preload|modulepreload|dns-prefetch|icon)"')
+REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
+
+
+def test_no_page_loads_anything_from_another_host(site):
+    remote = []
+    for page in site.rglob("*.html"):
+        for match in LOADED.finditer(page.read_text(encoding="utf-8")):
+            if match["src"] is not None:
+                url = match["src"]
+            elif LINK_LOADS.search(match["link"]):
+                url = re.search(r'href="([^"]*)"', match["link"])[1]
+            else:
+                continue
+            if REMOTE.match(url):
+                remote.append(f"{page.relative_to(site)}: {url}")
+    for sheet in site.rglob("*.css"):
+        text = sheet.read_text(encoding="utf-8")
+        for url in re.findall(r"url\(\s*['\"]?([^'\")]+)", text) + re.findall(
+            r"@import\s+(?:url\()?['\"]([^'\"]+)", text
+        ):
+            if REMOTE.match(url):
+                remote.append(f"{sheet.relative_to(site)}: {url}")
+    assert not remote, "\n".join(sorted(set(remote))[:20])
+
+
+def test_the_math_font_is_in_the_site_with_its_licence(site):
+    from fontTools.ttLib import TTFont
+
+    css = (site / "assets" / "stylesheets" / "math.css").read_text(encoding="utf-8")
+    (url,) = re.findall(r'url\("([^"]+)"\)', css)
+    font_path = (site / "assets" / "stylesheets" / url).resolve()
+    font = TTFont(font_path)
+    # The MATH table is what lets the browser grow brackets and draw roots.
+    assert "MATH" in font
+    assert font["name"].getDebugName(1) == "STIX Two Math"
+    licence = (font_path.parent / "STIXTwoMath-OFL.txt").read_text(encoding="utf-8")
+    assert "SIL OPEN FONT LICENSE Version 1.1" in licence
+    assert font["name"].getDebugName(0) in licence  # the font's own copyright line
+    attention = (site / "concepts" / "attention" / "index.html").read_text(encoding="utf-8")
+    assert "assets/stylesheets/math.css" in attention
 
 
 def test_every_image_a_page_shows_is_in_the_site(site):
