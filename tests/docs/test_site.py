@@ -52,8 +52,15 @@ def test_the_site_builds_strictly(site):
         assert (site / page / "index.html").is_file(), page
 
 
+def page_text(html_text):
+    """The words of a page, tags removed."""
+    return html.unescape(re.sub(r"<[^>]+>", "", html_text))
+
+
 def test_the_api_pages_render_our_members_and_doctests_as_code(site):
-    layers = (site / "api" / "layers" / "index.html").read_text(encoding="utf-8")
+    layers = (site / "api" / "layers" / "multi_head_attention" / "index.html").read_text(
+        encoding="utf-8"
+    )
     # A doctest prompt highlighted as Python console code, not three block quotes.
     assert '<span class="gp">&gt;&gt;&gt; </span>' in layers
     assert "<blockquote>\n<blockquote>" not in layers
@@ -61,9 +68,42 @@ def test_the_api_pages_render_our_members_and_doctests_as_code(site):
     for inherited in ["add_weight", "call", "get_build_config", "quantize"]:
         assert f'id="keras_transformer.layers.MultiHeadAttention.{inherited}"' not in layers
     assert 'id="keras_transformer.layers.MultiHeadAttention.compute_cache"' in layers
-    models = (site / "api" / "models" / "index.html").read_text(encoding="utf-8")
+    # The example imports what it uses, as a reader copies it.
+    assert ">>> from keras_transformer.layers import MultiHeadAttention" in page_text(layers)
+    models = (site / "api" / "models" / "seq2seq_transformer" / "index.html").read_text(
+        encoding="utf-8"
+    )
     for method in ["generate", "enable_lora", "merge_lora"]:
         assert f'id="keras_transformer.models.Seq2SeqTransformer.{method}"' in models
+
+
+SOURCE_LINK = re.compile(r'<p class="doc-source"><a href="(?P<href>[^"#]+)#(?P<anchor>[^"]+)">')
+
+
+def test_every_public_name_links_to_its_source(site):
+    linked = {}
+    for page in (site / "api").glob("*/*/index.html"):
+        text = page.read_text(encoding="utf-8")
+        ids = re.findall(r'<h[12] id="(keras_transformer\.\w+\.\w+)"', text)
+        links = SOURCE_LINK.findall(text)
+        assert len(ids) == len(links), f"{page}: {len(ids)} entries, {len(links)} source links"
+        for name, (href, anchor) in zip(ids, links):
+            source = (page.parent / href / "index.html").resolve()
+            lines = source.read_text(encoding="utf-8")
+            number = int(anchor.rsplit("-", 1)[1])
+            # The line the link lands on starts the definition (or its decorator).
+            match = re.search(rf'id="{anchor}".*?</a>(?P<line>.*?)\n', lines)
+            assert match, f"{name}: no line {number} in {source}"
+            line = page_text(match["line"]).strip()
+            short = name.rsplit(".", 1)[1]
+            assert line.startswith(("@", f"class {short}", f"def {short}", f"{short} ")), line
+            linked[name] = number
+    expected = {
+        f"keras_transformer.{package}.{name}"
+        for package in SUBPACKAGES
+        for name in importlib.import_module(f"keras_transformer.{package}").__all__
+    }
+    assert set(linked) == expected, expected ^ set(linked)
 
 
 def test_the_math_is_mathml_in_every_page(site):
@@ -211,15 +251,21 @@ def test_a_page_whose_code_runs_builds_with_its_output(tmp_path):
 @pytest.mark.parametrize("package", SUBPACKAGES)
 def test_every_public_name_is_in_the_api_reference(package):
     module = importlib.import_module(f"keras_transformer.{package}")
-    page = API / f"{package}.md"
-    entries = ENTRY.findall(page.read_text(encoding="utf-8"))
+    pages = sorted((API / package).glob("*.md"))
+    entries = [entry for page in pages for entry in ENTRY.findall(page.read_text(encoding="utf-8"))]
     assert all(where == package for where, _ in entries), entries
     documented = [name for _, name in entries]
     missing = sorted(set(module.__all__) - set(documented))
-    assert not missing, f"docs/api/{package}.md has no `::: ...{package}.Name` for {missing}"
+    assert not missing, f"docs/api/{package}/ has no `::: ...{package}.Name` for {missing}"
     unknown = sorted(set(documented) - set(module.__all__))
-    assert not unknown, f"docs/api/{package}.md documents names not in __all__: {unknown}"
+    assert not unknown, f"docs/api/{package}/ documents names not in __all__: {unknown}"
     assert len(documented) == len(set(documented)), "a name is documented twice"
+    # The subpackage's overview links each of its pages, and the navigation lists them.
+    overview = (API / f"{package}.md").read_text(encoding="utf-8")
+    navigation = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in pages:
+        assert f"]({package}/{page.name})" in overview, page
+        assert f": api/{package}/{page.name}\n" in navigation, page
 
 
 def test_the_api_index_links_every_page():
