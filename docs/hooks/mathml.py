@@ -6,12 +6,13 @@ typeset in the browser. This hook converts them with latex2mathml instead, so th
 site shows its mathematics with no script and no network: every current browser renders
 MathML. A formula latex2mathml cannot read raises, and the build fails.
 
-Two things latex2mathml leaves to a TeX-aware renderer are done here, so that browsers'
+What latex2mathml leaves to a TeX-aware renderer is done here, so that browsers'
 MathML (MathML Core) sets them as TeX would:
 
 - A function name (`\\sin`, `\\log`, `\\operatorname{softmax}`) gets a thin space from an
   operand next to it: `\\sin a \\sin b` reads "sin a sin b", not "sinasinb". Before a
   parenthesis there is none: `\\cos(a - b)`.
+- A slash (`QK^\\top/\\sqrt{d_k}`) gets no space on either side, as in TeX.
 - Named space widths (`negativethinmathspace`, ...), which MathML Core does not read,
   become lengths; the negative ones (`\\!`), which only undo spacing TeX would add,
   are dropped.
@@ -74,6 +75,10 @@ def _respace(element):
             # `\\operatorname{name}` comes as an operator, which MathML Core spaces by
             # a thick space on each side; TeX sets it as it sets `\\sin`.
             child.tag = f"{{{_NAMESPACE}}}mi"
+        elif tag == "mo" and child.text == "/":
+            # TeX sets a slash as an ordinary symbol; MathML Core spaces it as an operator.
+            child.set("lspace", "0")
+            child.set("rspace", "0")
         elif tag == "mspace":
             width = child.get("width", "")
             if width.startswith("negative"):

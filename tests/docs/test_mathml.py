@@ -45,3 +45,7 @@ def test_named_space_widths_become_lengths():
     out = mathml.tex_to_mathml(r"a \, b \! c \qquad d")
     assert "mathspace" not in out
     assert '<mspace width="0.167em" />' in out and '<mspace width="2em" />' in out
+
+
+def test_a_slash_is_not_spaced_as_an_operator():
+    assert '<mo lspace="0" rspace="0">/</mo>' in mathml.tex_to_mathml(r"QK^\top/\sqrt{d_k}")

@@ -5,14 +5,19 @@ figure script (docs/hooks/figures.py), and turns every warning into an error: a 
 link, a docstring mkdocstrings cannot read, or page code that raises fails the build.
 """
 
+import functools
 import html
+import http.server
 import importlib
+import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -20,6 +25,7 @@ from tests.docs.docs_helpers import SUBPACKAGES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 API = ROOT / "docs" / "api"
+SEARCH_SCRIPT = pathlib.Path(__file__).with_name("search_in_chromium.mjs")
 ENTRY = re.compile(r"^::: keras_transformer\.(\w+)\.(\w+)\s*$", re.MULTILINE)
 
 
@@ -272,3 +278,33 @@ def test_the_api_index_links_every_page():
     index = (API / "index.md").read_text(encoding="utf-8")
     for package in SUBPACKAGES:
         assert f"]({package}.md)" in index, package
+
+
+BROWSER = (
+    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+)
+NODE = shutil.which("node")
+
+
+@pytest.mark.skipif(not (BROWSER and NODE), reason="needs Chromium and Node 20 (not installed)")
+def test_search_returns_results_in_a_browser(site):
+    # The theme's search runs in a web worker, which browsers start only for a served site:
+    # the built folder is served here as a static host would serve it.
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.RequestHandlerClass.log_message = lambda *args: None
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        result = subprocess.run(
+            [NODE, "--experimental-websocket", "--no-warnings", str(SEARCH_SCRIPT), BROWSER,
+             f"http://127.0.0.1:{server.server_address[1]}/", "-", "beam", "LayerNormalization"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = {line["query"]: line for line in map(json.loads, result.stdout.strip().splitlines())}
+    assert re.match(r"\d+ matching documents", found["beam"]["meta"]), found["beam"]
+    assert "Search loops" in found["beam"]["titles"]
+    assert found["LayerNormalization"]["titles"][0] == "LayerNormalization"
