@@ -308,3 +308,18 @@ def test_search_returns_results_in_a_browser(site):
     assert re.match(r"\d+ matching documents", found["beam"]["meta"]), found["beam"]
     assert "Search loops" in found["beam"]["titles"]
     assert found["LayerNormalization"]["titles"][0] == "LayerNormalization"
+
+
+def test_site_url_and_repo_url_come_from_the_environment(monkeypatch):
+    # The host is the deployer's to name: unset, every page links relatively and works from
+    # a folder; set, the 404 page finds its stylesheets under a sub-path.
+    from mkdocs.config import load_config
+
+    monkeypatch.setenv("SITE_URL", "https://example.org/keras_transformer/")
+    monkeypatch.setenv("REPO_URL", "https://example.org/keras_transformer.git")
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    assert config.site_url == "https://example.org/keras_transformer/"
+    assert config.repo_url == "https://example.org/keras_transformer.git"
+    # The theme's header link without its script, which would ask the host's API for stars.
+    partial = (ROOT / "docs" / "overrides" / "partials" / "source.html").read_text()
+    assert 'class="md-source"' in partial and "data-md-component" not in partial.split("-#}")[1]
