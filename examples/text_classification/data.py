@@ -2,8 +2,8 @@
 
 SST-2 (GLUE) ships with this repository in `examples/text_classification/data/sst2/`.
 IMDB (aclImdb v1.0, 50,000 reviews) is too large to ship: `load_imdb` reads a folder
-holding `train.jsonl.gz` and `test.jsonl.gz`, such as `../shared/data/imdb` beside a
-clone, or the output of `python -m examples.text_classification.download_imdb`.
+holding `train.jsonl.gz` and `test.jsonl.gz`: the output of
+`python -m examples.text_classification.download_imdb --output-dir DIR`.
 """
 
 import gzip
@@ -99,7 +99,7 @@ def load_sst2(split, data_dir=None):
             validation set: report accuracy on it) or `"test"` (1,821 sentences
             whose labels GLUE keeps hidden; returned with `labels=None`).
         data_dir: str, folder holding `{split}.tsv` or `{split}.tsv.gz` (the plain file
-            is read if both are there), e.g. `../shared/data/sst2`. Defaults to
+            is read if both are there), e.g. GLUE's unzipped `SST-2/`. Defaults to
             `None`, the gzipped copy in `examples/text_classification/data/sst2/`.
 
     Returns:
@@ -133,7 +133,7 @@ def load_sst2(split, data_dir=None):
         data_dir,
         names,
         "SST-2",
-        "Pass a `data_dir` holding GLUE's SST-2 files (e.g. ../shared/data/sst2), or "
+        "Pass a `data_dir` holding GLUE's SST-2 files (e.g. its unzipped SST-2/), or "
         f"leave it as None to use the copy in {DEFAULT_SST2_DIR}.",
     )
     lines = _split_lines(_read_text(path), path)
@@ -184,8 +184,8 @@ def load_imdb(split, data_dir, shuffle=True, seed=0):
     Args:
         split: str, `"train"` or `"test"`.
         data_dir: str, folder holding `{split}.jsonl.gz`, one JSON object
-            `{"id", "rating", "label", "text"}` per line, e.g. `../shared/data/imdb`
-            or the output of `python -m examples.text_classification.download_imdb`.
+            `{"id", "rating", "label", "text"}` per line: the output of
+            `python -m examples.text_classification.download_imdb --output-dir DIR`.
         shuffle: bool, whether to shuffle the reviews. `False` keeps the file order
             (positive reviews by id, then negative reviews by id). Defaults to `True`.
         seed: int, seed of the shuffle (a NumPy `default_rng` permutation). Defaults
@@ -205,7 +205,7 @@ def load_imdb(split, data_dir, shuffle=True, seed=0):
 
     Example:
 
-    >>> texts, labels = load_imdb("test", "../shared/data/imdb")  # doctest: +SKIP
+    >>> texts, labels = load_imdb("test", "data/imdb")  # doctest: +SKIP
     >>> len(texts), int(labels.sum())  # doctest: +SKIP
     (25000, 12500)
     """
@@ -216,7 +216,7 @@ def load_imdb(split, data_dir, shuffle=True, seed=0):
     if data_dir is None:
         raise DataDirectoryError(
             "`data_dir` is required for IMDB: pass a folder holding 'train.jsonl.gz' and "
-            "'test.jsonl.gz', e.g. ../shared/data/imdb, or create one with "
+            "'test.jsonl.gz', or create one with "
             "`python -m examples.text_classification.download_imdb --output-dir DIR`."
         )
     data_dir = os.fspath(data_dir)
@@ -224,7 +224,7 @@ def load_imdb(split, data_dir, shuffle=True, seed=0):
         data_dir,
         (f"{split}.jsonl.gz",),
         "IMDB",
-        "Pass a `data_dir` such as ../shared/data/imdb, or create one with "
+        "Pass the folder `download_imdb` wrote, or create one with "
         "`python -m examples.text_classification.download_imdb --output-dir DIR`.",
     )
     texts = []

@@ -1,8 +1,7 @@
 """Download the IMDB Large Movie Review Dataset and write it as `{train,test}.jsonl.gz`.
 
 Fetches Stanford's `aclImdb_v1.tar.gz` (84,125,825 bytes), checks its SHA-256, and
-writes the layout `examples.text_classification.data.load_imdb` reads (the layout of
-`../shared/data/imdb`):
+writes the layout `examples.text_classification.data.load_imdb` reads:
 
 - `train.jsonl.gz` and `test.jsonl.gz`: one JSON object per line,
   `{"id": int, "rating": int, "label": 1|0, "text": str}`, `label` 1 for `pos/`

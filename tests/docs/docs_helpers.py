@@ -1,7 +1,17 @@
 """What the documentation tests share: the public subpackages and how doctests run."""
 
 import doctest
+import importlib.util
+import inspect
+import pathlib
 import sys
+
+_SECTIONS = (
+    pathlib.Path(__file__).resolve().parents[2] / "docs" / "api" / "griffe_keras_sections.py"
+)
+_SPEC = importlib.util.spec_from_file_location("griffe_keras_sections", _SECTIONS)
+keras_sections = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(keras_sections)
 
 # The subpackages whose `__all__` is the public API the site and the docstrings cover.
 SUBPACKAGES = [
@@ -17,18 +27,23 @@ SUBPACKAGES = [
 
 
 def run_doctests(obj, name, module_name):
-    """Runs the doctests of `obj`'s own docstring with its module's globals.
+    """Runs the doctests of `obj`'s own docstring as the API pages show them.
+
+    The pages add the imports an example needs (docs/api/griffe_keras_sections.py), found
+    from its module's globals; the example then runs in an empty namespace, as it does for
+    a reader who copies it, so an example that uses a name the page does not import fails.
 
     Returns `(number of doctests found, failure report)`; the report is empty when every
     example printed what it says.
     """
     module = sys.modules[module_name]
-    finder = doctest.DocTestFinder(recurse=False)
-    tests = [
-        test
-        for test in finder.find(obj, name, module=module, globs=dict(vars(module)))
-        if test.examples
-    ]
+    docstring = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
+    docstring = inspect.cleandoc(docstring or "")
+    shown = keras_sections.with_imports(docstring, vars(module))
+    test = doctest.DocTestParser().get_doctest(
+        shown, {"__name__": f"{module_name}.__doctest__"}, name, module.__file__, 0
+    )
+    tests = [test] if test.examples else []
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     report = []
     for test in tests:

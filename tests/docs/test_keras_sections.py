@@ -99,3 +99,43 @@ Returns:
 def test_a_docstring_without_those_sections_is_unchanged():
     text = "Summary.\n\nArgs:\n    x: a value.\n\nReturns:\n    x."
     assert sections_module.rewrite_call_arguments(sections_module.rewrite_examples(text)) == text
+
+
+def test_an_example_gets_the_imports_its_names_need():
+    import keras
+    import numpy as np
+
+    from keras_transformer.layers import MultiHeadAttention
+
+    namespace = {
+        "keras": keras,
+        "np": np,
+        "ops": keras.ops,
+        "MultiHeadAttention": MultiHeadAttention,
+    }
+    docstring = """Summary.
+
+    Example:
+
+    >>> x = np.zeros((1, 2))
+    >>> layer = MultiHeadAttention(num_heads=2)
+    >>> y = ops.add(x, 1)
+    >>> import math
+    >>> math.pi > 3
+    True
+    """
+    shown = sections_module.with_imports(docstring, namespace)
+    lines = [line.strip() for line in shown.splitlines() if ">>>" in line]
+    assert lines[:3] == [
+        ">>> import numpy as np",
+        ">>> from keras import ops",
+        ">>> from keras_transformer.layers import MultiHeadAttention",
+    ]
+    assert lines[3] == ">>> x = np.zeros((1, 2))"
+    # What the example binds or Python provides is not imported again.
+    assert not any("import math" in line for line in lines[:3])
+
+
+def test_an_example_that_imports_everything_is_unchanged():
+    docstring = ">>> import keras\n>>> keras.ops.add(1, 1)\n"
+    assert sections_module.with_imports(docstring, {"keras": object()}) == docstring

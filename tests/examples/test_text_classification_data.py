@@ -277,10 +277,12 @@ def test_imdb_missing_data_dir(tmp_path):
     missing = tmp_path / "imdb"
     with pytest.raises(DataDirectoryError) as info:
         load_imdb("train", missing)
-    assert "does not exist" in _error_message(info, missing, "'train.jsonl.gz'")
+    message = _error_message(info, missing, "'train.jsonl.gz'", "download_imdb")
+    assert "does not exist" in message
     with pytest.raises(DataDirectoryError, match="`data_dir` is required") as info:
         load_imdb("train", None)
-    _error_message(info, "download_imdb")
+    # The messages name what a user has: the downloader, not a folder beside a clone.
+    assert "shared" not in message + _error_message(info, "download_imdb")
 
 
 def test_imdb_directory_without_the_file(tmp_path):
