@@ -75,13 +75,7 @@ class FeedForward(SublayerQuantization, keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         # Not the base layer's `activity_regularizer`: that one would see the output only.
-        self._projection_options = projection_options(
-            kernel_regularizer=kernel_regularizer,
-            bias_regularizer=bias_regularizer,
-            activity_regularizer=activity_regularizer,
-            kernel_constraint=kernel_constraint,
-            bias_constraint=bias_constraint,
-        )
+        self._projection_options = projection_options(locals())
         self.supports_masking = True
 
     def build(self, inputs_shape):

@@ -206,13 +206,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         self.use_gate = use_gate
         # Kept apart from the base layer's `activity_regularizer`, which would apply to
         # the layer's output instead of each projection's.
-        self._projection_options = projection_options(
-            kernel_regularizer=kernel_regularizer,
-            bias_regularizer=bias_regularizer,
-            activity_regularizer=activity_regularizer,
-            kernel_constraint=kernel_constraint,
-            bias_constraint=bias_constraint,
-        )
+        self._projection_options = projection_options(locals())
         self.seed_generator = keras.random.SeedGenerator(seed) if dropout > 0 else None
         self.supports_masking = True
 

@@ -9,6 +9,7 @@ projections (attention, feed-forward and the blocks built from them) do the same
 import keras
 
 REGULARIZERS = ("kernel_regularizer", "bias_regularizer", "activity_regularizer")
+CONSTRAINTS = ("kernel_constraint", "bias_constraint")
 
 
 def get_regularizer(name, value):
@@ -31,21 +32,16 @@ def _get(get, kind, name, value):
         ) from None
 
 
-def projection_options(
-    kernel_regularizer=None,
-    bias_regularizer=None,
-    activity_regularizer=None,
-    kernel_constraint=None,
-    bias_constraint=None,
-):
-    """The five arguments as objects (from names, configs or objects); `None` stays `None`."""
-    return {
-        "kernel_regularizer": get_regularizer("kernel_regularizer", kernel_regularizer),
-        "bias_regularizer": get_regularizer("bias_regularizer", bias_regularizer),
-        "activity_regularizer": get_regularizer("activity_regularizer", activity_regularizer),
-        "kernel_constraint": get_constraint("kernel_constraint", kernel_constraint),
-        "bias_constraint": get_constraint("bias_constraint", bias_constraint),
-    }
+def projection_options(arguments):
+    """The five arguments, picked from `arguments` (a layer's `locals()`), as objects.
+
+    Names, configs and objects are accepted as Keras accepts them; `None` stays `None`.
+    """
+    options = {}
+    for name in REGULARIZERS + CONSTRAINTS:
+        get = get_regularizer if name in REGULARIZERS else get_constraint
+        options[name] = get(name, arguments.get(name))
+    return options
 
 
 def serialize_projection_options(options):

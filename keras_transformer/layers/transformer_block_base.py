@@ -86,13 +86,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         self.flash_attention = flash_attention
         self.sliding_window = sliding_window
         # Handed to every attention and feed-forward projection, not to the block's output.
-        self._projection_options = projection_options(
-            kernel_regularizer=kernel_regularizer,
-            bias_regularizer=bias_regularizer,
-            activity_regularizer=activity_regularizer,
-            kernel_constraint=kernel_constraint,
-            bias_constraint=bias_constraint,
-        )
+        self._projection_options = projection_options(locals())
         if flash_attention and attention_dropout > 0:
             raise ValueError(
                 f"`flash_attention=True` cannot be honoured with `attention_dropout="

@@ -63,9 +63,8 @@ def causal_mask(query_length, key_length=None, start_index=0):
     """
     if key_length is None:
         key_length = query_length
-    rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
-    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
-    return ops.less_equal(cols, rows + ops.cast(start_index, "int32"))
+    positions, keys = _positions(query_length, key_length, start_index)
+    return ops.less_equal(keys, positions)
 
 
 def sliding_window_mask(query_length, key_length, window, start_index=0):
@@ -97,10 +96,15 @@ def sliding_window_mask(query_length, key_length, window, start_index=0):
     References:
         - [Beltagy et al., 2020](https://arxiv.org/abs/2004.05150) (Longformer)
     """
+    positions, keys = _positions(query_length, key_length, start_index)
+    return ops.less(ops.abs(positions - keys), window)
+
+
+def _positions(query_length, key_length, start_index):
+    """The queries' absolute positions `(T, 1)` and the keys' `(1, S)`, int32."""
     rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
-    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
-    distance = ops.abs(rows + ops.cast(start_index, "int32") - cols)
-    return ops.less(distance, window)
+    keys = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
+    return rows + ops.cast(start_index, "int32"), keys
 
 
 def padding_to_attention_mask(padding_mask):
