@@ -570,13 +570,14 @@ def _output_dim(output_dim, output_shape):
     """`output_dim` from it or from Keras's `output_shape` (an int or a 1-tuple)."""
     if output_shape is None:
         return output_dim
-    shape = (output_shape,) if isinstance(output_shape, int) else tuple(output_shape)
-    if len(shape) != 1:
+    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
+    if not isinstance(shape, (tuple, list)) or len(shape) != 1:
         raise ValueError(
             "`output_shape` must be an int or a one-element tuple: this layer's output is "
             f"`(batch, length, output_dim)`. Received: output_shape={output_shape!r}. Reshape "
             "the output for more axes."
         )
+    check_positive_int("output_shape", shape[0])
     if output_dim is not None and output_dim != shape[0]:
         raise ValueError(
             f"`output_shape` ({output_shape!r}) and `output_dim` ({output_dim!r}) disagree; "

@@ -120,6 +120,8 @@ def test_sliding_window_mask_is_a_band():
         ({"kernel_regularizer": "l3"}, "`kernel_regularizer` must be a Keras regularizer"),
         ({"bias_constraint": "positive"}, "`bias_constraint` must be a Keras constraint"),
         ({"output_shape": (4, 4)}, "`output_shape` must be an int or a one-element tuple"),
+        ({"output_shape": 8.0}, "`output_shape` must be an int or a one-element tuple"),
+        ({"output_shape": (0,)}, "`output_shape` must be a positive integer"),
         ({"output_shape": 8, "output_dim": 9}, "`output_shape` .* and `output_dim` .* disagree"),
         ({"flash_attention": True, "dropout": 0.1}, "`flash_attention=True` cannot be honoured"),
     ],
