@@ -68,6 +68,22 @@ def test_flags_are_checked():
     assert gpu.parse_args([]).settings["presets"] == ("big", "base")
 
 
+@pytest.mark.parametrize("tokens, max_length", [(8192, 64), (96, 24), (4096, 256), (300, 100)])
+def test_fit_shapes_are_the_translation_pipelines(tokens, max_length):
+    from keras_transformer.text import translation_batch_shapes
+
+    expected = translation_batch_shapes(tokens, max_length)
+    assert gpu.fit_batch_shapes(tokens, max_length) == expected
+    batches, real = gpu.fit_batches(expected, steps=len(expected) + 1, vocabulary=50)
+    shorter = [0] + [length for _, length in expected]
+    for (inputs, labels), (rows, length), count, previous in zip(batches, expected, real, shorter):
+        assert labels.shape == inputs["encoder_token_ids"].shape == (rows, length)
+        assert count == int((labels != 0).sum() + (inputs["encoder_token_ids"] != 0).sum())
+        # Each sequence belongs to its bucket: longer than the previous bucket's length.
+        lengths = (labels != 0).sum(1)
+        assert previous < lengths.min() and lengths.max() <= length
+
+
 def test_reused_benchmark_functions_keep_their_signatures():
     # gpu.py imports these from the other benchmarks instead of copying them.
     import inspect
@@ -112,6 +128,7 @@ def test_dry_run_goes_through_every_part_without_tensorflow(tmp_path):
         ("attention", "naive"),
         ("generate", "ours"),
         ("generate", "keras_hub"),
+        ("fit", "ours"),
     ]
     for r in rows:
         assert not r["note"].startswith(("failed", "skipped")), r
