@@ -380,7 +380,7 @@ def generation_rows(settings, budget, rows):
 
 
 def fit_batch_shapes(tokens_per_batch, max_length, min_length=16):
-    """`(rows, length)` per length, as `keras_transformer.text.translation_batch_shapes`.
+    """`(rows, length)` per length, as `translation_batch_shapes` of the translation pipeline.
 
     Written out here because `keras_transformer.text` needs TensorFlow, which the GPU
     machine lacks; a test checks that both give the same shapes.

@@ -127,11 +127,8 @@ def run(args, argv):
     import tensorflow as tf
 
     from keras_transformer.saving import save_pretrained
-    from keras_transformer.text import (
-        SubwordTokenizer,
-        fixed_shape_lengths,
-        make_masked_lm_dataset,
-    )
+    from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
+    from keras_transformer.text.translation_dataset import fixed_shape_lengths
 
     command = command_line("pretrain", argv)
     keras.utils.set_random_seed(args.seed)

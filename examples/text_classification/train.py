@@ -289,7 +289,7 @@ def load_pretrained_encoder(path):
 
 def print_batch_shapes(fixed_shapes, batch_size, max_length, train_shapes, val_shapes):
     """One line: how many batch shapes training and validation bring, and the bound."""
-    from keras_transformer.text import fixed_shape_lengths
+    from keras_transformer.text.translation_dataset import fixed_shape_lengths
 
     seen = f"{len(train_shapes)} in training, {len(val_shapes)} in validation"
     if not fixed_shapes:

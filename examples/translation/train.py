@@ -55,11 +55,8 @@ from examples.translation.pictures import save_attention_picture, save_position_
 from examples.translation.settings import FULL, QUICK
 from examples.translation.translator import translate
 from keras_transformer.saving import export_serving, save_pretrained
-from keras_transformer.text import (
-    SubwordTokenizer,
-    make_translation_dataset,
-    translation_batch_shapes,
-)
+from keras_transformer.text import SubwordTokenizer, make_translation_dataset
+from keras_transformer.text.translation_dataset import translation_batch_shapes
 from keras_transformer.training import CheckpointAveraging, EpochSeeds
 
 

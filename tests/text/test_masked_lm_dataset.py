@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from keras_transformer.text import SubwordTokenizer, fixed_shape_lengths, make_masked_lm_dataset
+from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
+from keras_transformer.text.translation_dataset import fixed_shape_lengths
 
 WORDS = "good bad film plot acting great awful movie boring moving dull witty".split()
 PAD = 0
