@@ -29,7 +29,8 @@ sends, ends the run with the table of what was measured):
 * ``generate``: cached greedy decoding tokens per second at batch 1 and 64 (the base shape,
   float32 weights, 32 source tokens, 64 new tokens), ours against keras-hub's caches and
   `GreedySampler` (`benchmarks/generation.py`'s `make_runners`).
-* ``fit``: a short real training run, `Model.fit` of the ``base`` translation model over
+* ``fit`` (first, as it is the cheapest and says whether XLA compiles a handful of times): a
+  short real training run, `Model.fit` of the ``base`` translation model over
   ``fit_steps`` batches of varied sentence lengths in the fixed shapes of
   `make_translation_dataset(fixed_shapes=True)` (`fit_batch_shapes`: 8,192 tokens a side in
   batches padded to 16, 24, 32, 48 or 64 tokens; the ids are random, since the GPU machine
@@ -116,7 +117,7 @@ def parse_args(argv=None):
     )
     parser.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU, < 60 s")
     parser.add_argument("--budget", type=float, default=210.0, help="seconds for all parts")
-    parser.add_argument("--parts", default="train,attention,generate,fit")
+    parser.add_argument("--parts", default="fit,train,attention,generate")
     parser.add_argument("--batch", type=int, default=None, help="training sequences per batch")
     parser.add_argument("--length", type=int, default=None, help="training sequence length")
     parser.add_argument("--steps", type=int, default=None, help="timed training steps")
@@ -129,7 +130,7 @@ def parse_args(argv=None):
     args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(args.parts) - {"train", "attention", "generate", "fit"})
     if unknown or not args.parts:
-        parser.error(f"--parts: unknown {unknown}; choose from train,attention,generate,fit")
+        parser.error(f"--parts: unknown {unknown}; choose from fit,train,attention,generate")
     args.settings = dict(DRY_RUN if args.dry_run else FULL)
     for name in ("batch", "length", "steps"):
         value = getattr(args, name)
