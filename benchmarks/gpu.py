@@ -29,6 +29,14 @@ sends, ends the run with the table of what was measured):
 * ``generate``: cached greedy decoding tokens per second at batch 1 and 64 (the base shape,
   float32 weights, 32 source tokens, 64 new tokens), ours against keras-hub's caches and
   `GreedySampler` (`benchmarks/generation.py`'s `make_runners`).
+* ``fit`` (first, as it is the cheapest and says whether XLA compiles a handful of times): a
+  short real training run, `Model.fit` of the ``base`` translation model over
+  ``fit_steps`` batches of varied sentence lengths in the fixed shapes of
+  `make_translation_dataset(fixed_shapes=True)` (`fit_batch_shapes`: 8,192 tokens a side in
+  batches padded to 16, 24, 32, 48 or 64 tokens; the ids are random, since the GPU machine
+  has no TensorFlow to tokenize text). Reported apart: the compilations of the train step
+  and the seconds XLA spent on them (`jax.monitoring`), the first step of each shape, and
+  the median later step, whose real (unpadded) tokens give the tokens per second.
 
 ``--dry-run`` runs the same code end to end on the CPU with tiny shapes (under a minute; the
 test suite runs it), with flash attention and the GPU peak left out.
@@ -81,6 +89,7 @@ FULL = dict(
     calls=3,
     peak_size=8192,
     peak_seconds=2.0,
+    fit=dict(preset="base", tokens_per_batch=8192, max_length=64, steps=60),
 )
 DRY_RUN = dict(
     FULL,
@@ -97,6 +106,7 @@ DRY_RUN = dict(
     calls=1,
     peak_size=256,
     peak_seconds=0.2,
+    fit=dict(preset="tiny", tokens_per_batch=96, max_length=24, steps=8),
 )
 
 
@@ -107,7 +117,7 @@ def parse_args(argv=None):
     )
     parser.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU, < 60 s")
     parser.add_argument("--budget", type=float, default=210.0, help="seconds for all parts")
-    parser.add_argument("--parts", default="train,attention,generate")
+    parser.add_argument("--parts", default="fit,train,attention,generate")
     parser.add_argument("--batch", type=int, default=None, help="training sequences per batch")
     parser.add_argument("--length", type=int, default=None, help="training sequence length")
     parser.add_argument("--steps", type=int, default=None, help="timed training steps")
@@ -118,9 +128,9 @@ def parse_args(argv=None):
     )
     args = parser.parse_args(argv)
     args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    unknown = sorted(set(args.parts) - {"train", "attention", "generate"})
+    unknown = sorted(set(args.parts) - {"train", "attention", "generate", "fit"})
     if unknown or not args.parts:
-        parser.error(f"--parts: unknown {unknown}; choose from train,attention,generate")
+        parser.error(f"--parts: unknown {unknown}; choose from fit,train,attention,generate")
     args.settings = dict(DRY_RUN if args.dry_run else FULL)
     for name in ("batch", "length", "steps"):
         value = getattr(args, name)
@@ -367,6 +377,114 @@ def generation_rows(settings, budget, rows):
 
 
 # ---------------------------------------------------------------------------------------------
+# A short training run over the fixed shapes: compilation and step time apart.
+
+
+def fit_batch_shapes(tokens_per_batch, max_length, min_length=16):
+    """`(rows, length)` per length, as `translation_batch_shapes` of the translation pipeline.
+
+    Written out here because `keras_transformer.text` needs TensorFlow, which the GPU
+    machine lacks; a test checks that both give the same shapes.
+    """
+    lengths, power = [], 1
+    while power < max_length:
+        lengths += [n for n in (power, power + power // 2) if min_length <= n < max_length]
+        power *= 2
+    lengths = sorted(set(lengths)) + [max_length]
+    return [(max(1, tokens_per_batch // length), length) for length in lengths]
+
+
+def fit_batches(shapes, steps, vocabulary, seed=0):
+    """`steps` padded batches, each shape in turn, sentences of random lengths in its bucket."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    batches, real_tokens = [], []
+    for step in range(steps):
+        (rows, length), shorter = shapes[step % len(shapes)], 0
+        if step % len(shapes):
+            shorter = shapes[step % len(shapes) - 1][1]
+        # Every sequence of the bucket is longer than the previous bucket's length.
+        lengths = rng.integers(shorter + 1, length + 1, size=(3, rows))
+        ids = rng.integers(4, vocabulary, size=(3, rows, length)).astype("int32")
+        ids[np.arange(length)[None, None, :] >= lengths[..., None]] = 0
+        batches.append(({"encoder_token_ids": ids[0], "decoder_token_ids": ids[1]}, ids[2]))
+        real_tokens.append(int(lengths[0].sum() + lengths[2].sum()))
+    return batches, real_tokens
+
+
+def fit_rows(settings, budget, rows):
+    import keras
+
+    import keras_transformer as kt
+    from examples.compilations import CompilationCounter
+
+    config = settings["fit"]
+    shapes = fit_batch_shapes(config["tokens_per_batch"], config["max_length"])
+    label = (
+        f"{config['preset']}, {config['tokens_per_batch']} tokens, {len(shapes)} shapes, "
+        f"{config['steps']} steps"
+    )
+    if budget.left() < 60:
+        rows.append(row("fit", label, "ours", note="skipped: budget"))
+        return
+    batches, real_tokens = fit_batches(shapes, config["steps"], settings["vocabulary"])
+
+    class StepTimes(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            self.started = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            float(logs["loss"])  # waits for the step
+            times.append(time.perf_counter() - self.started)
+
+    times, counter = [], CompilationCounter()
+    try:
+        model = kt.models.build(
+            "translation",
+            preset=config["preset"],
+            precision="mixed_bfloat16",
+            jit_compile=True,
+            source_vocabulary_size=settings["vocabulary"],
+            share_embeddings=True,
+            norm_first=True,
+        )
+        start = time.perf_counter()
+        model.fit(
+            (batch for batch in batches),
+            steps_per_epoch=len(batches),
+            epochs=1,
+            verbose=0,
+            callbacks=[counter, StepTimes()],
+        )
+        seconds = time.perf_counter() - start
+    except Exception as error:
+        free_memory()
+        rows.append(row("fit", label, "ours", note=failure(error)))
+        return
+    del model
+    free_memory()
+    first, later = times[: len(shapes)], times[len(shapes) :]
+    step = statistics.median(later or first)
+    real = real_tokens[len(shapes) :]
+    tokens = statistics.median(t / s for t, s in zip(real, later)) if later else None
+    compiled, compile_seconds = counter.epochs[0]["train"], counter.epochs[0]["train_seconds"]
+    rows.append(
+        row(
+            "fit",
+            label,
+            "ours",
+            tokens=tokens,
+            ms=1000 * step,
+            note=f"{compiled} compilations of the train step ({compile_seconds:.1f} s of XLA); "
+            f"first step of each shape {sum(first):.1f} s in all; whole fit {seconds:.1f} s; "
+            "tokens/s: unpadded source + target tokens of the later steps",
+        )
+    )
+    print(f"fit {label}: {rows[-1]}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
 # The table.
 
 
@@ -424,6 +542,7 @@ def main(argv=None):
         train=lambda: training_rows(settings, budget, peak, rows),
         attention=lambda: attention_rows(settings, budget, rows),
         generate=lambda: generation_rows(settings, budget, rows),
+        fit=lambda: fit_rows(settings, budget, rows),
     )
     try:
         for part in args.parts:
@@ -441,7 +560,8 @@ def main(argv=None):
         "train: tokens/s counts source + target tokens; `this / ours` is time (> 1: slower "
         "than ours) for train and attention, ours' rate / this rate for generate; MFU from "
         "`training_flops` (3 x forward matmul FLOPs). attention: ms and XLA temp GiB of one "
-        "layer's forward+backward, tokens/s = n / time; the note names the attention path.",
+        "layer's forward+backward, tokens/s = n / time; the note names the attention path. "
+        "fit: ms is the median step after each shape's first (compiling) one.",
         f"Wall time {elapsed:.0f} s (budget {args.budget:.0f} s"
         + (f"; {interrupted}" if interrupted else "")
         + ")"

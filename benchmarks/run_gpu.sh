@@ -11,7 +11,10 @@
 #    `bash benchmarks/run_gpu.sh`, carry [".whl"], timeout_s 420). The script's own budget is
 #    210 s of measuring; `timeout` interrupts it at 280 s (it then prints what it measured)
 #    and kills it 20 s later. Parts the budget skipped: `bash benchmarks/run_gpu.sh --parts
-#    attention,generate` in the same lease.
+#    attention,generate` in the same lease. The first part, `fit`, is a short training run of
+#    the base model over the fixed batch shapes of the translation pipeline under XLA: its row
+#    gives the train step's compilations and their seconds apart from the later steps' time
+#    (`bash benchmarks/run_gpu.sh --parts fit` runs it alone).
 #      bash benchmarks/run_gpu.sh
 #    It prints the table and writes it, with the command, commit and versions, to
 #    $OUT/RESULTS_gpu.md (and the whole log to $OUT/gpu.log).

@@ -9,6 +9,10 @@ each epoch) for a number of epochs or minutes. Saves the model and tokenizer wit
 Runs:
     python -m examples.text_classification.pretrain --imdb-dir DIR --minutes 20
     python -m examples.text_classification.pretrain --quick     # SST-2 only, a minute
+
+Under XLA (JAX) the batches take a few fixed shapes
+(`make_masked_lm_dataset(fixed_shapes=True)`), so the training step compiles a few times,
+not once per batch; `--verbose` prints the compilations per epoch.
 """
 
 import argparse
@@ -19,6 +23,7 @@ import time
 import keras
 
 import keras_transformer as kt
+from examples.compilations import CompilationCounter, batch_shapes
 from examples.text_classification import data
 from examples.text_classification.cli import (
     add_common_flags,
@@ -123,6 +128,7 @@ def run(args, argv):
 
     from keras_transformer.saving import save_pretrained
     from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
+    from keras_transformer.text.translation_dataset import fixed_shape_lengths
 
     command = command_line("pretrain", argv)
     keras.utils.set_random_seed(args.seed)
@@ -145,9 +151,17 @@ def run(args, argv):
         max_length=args.max_length,
         mask_rate=args.mask_rate,
         seed=args.seed,
+        # XLA compiles per shape; the plain TensorFlow runtime is faster on unpadded batches.
+        fixed_shapes=bool(model.jit_compile),
     )
     # A known length gives the progress bar its total and spares Keras's out-of-data warning.
-    steps_per_epoch = sum(1 for _ in train_data)
+    shapes = batch_shapes(train_data)
+    steps_per_epoch = sum(shapes.values())
+    if model.jit_compile:
+        bound = len(fixed_shape_lengths(args.max_length))
+        print(f"batch shapes: fixed under XLA, {len(shapes)} of at most {bound}")
+    else:
+        print(f"batch shapes: as the data come ({len(shapes)}; no XLA)")
     train_data = train_data.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
     # Recompiled with the fine-tuning optimizer (AdamW, warmup and cosine decay) over the
     # planned steps; the loss and metric stay `build`'s: label 0 marks unmasked slots.
@@ -157,6 +171,7 @@ def run(args, argv):
         metrics=[kt.training.MaskedAccuracy(model.pad_id, name="masked_accuracy")],
     )
     os.makedirs(args.output_dir, exist_ok=True)
+    counter = CompilationCounter()
     history = model.fit(
         train_data,
         epochs=args.epochs,
@@ -166,11 +181,14 @@ def run(args, argv):
                 os.path.join(args.output_dir, "backup"), double_checkpoint=True
             ),
             TimeLimit(args.minutes),
+            *([counter] if args.verbose else []),
         ],
         verbose=1 if sys.stdout.isatty() else 2,
         shuffle=False,  # the dataset shuffles itself; Keras cannot shuffle a tf.data.Dataset
     )
     minutes = (time.time() - started) / 60
+    for line in counter.summary():
+        print(line)
     accuracy = round(float(history.history["masked_accuracy"][-1]), 4)
     print(f"pretrained in {minutes:.1f} min; masked-token accuracy (last epoch) {accuracy}")
     metadata = {

@@ -16,7 +16,10 @@ With `--mesh DATAxMODEL` it trains on a device mesh (docs/distribution.md): the 
 are split over the DATA replicas, so `--batch-size` must be a multiple of DATA, and a
 smaller batch (a length bucket's leftover) is completed with copies of its own rows of
 sample weight 0, which the loss (`reduction="mean_with_sample_weight"`), the accuracy (a
-weighted metric) and the reported scores leave out.
+weighted metric) and the reported scores leave out. Under XLA (JAX) every batch is
+completed that way to `--batch-size` rows and padded to one of a few lengths
+(`make_classification_dataset(fixed_shapes=True)`), so the training and evaluation steps
+compile a few times, not once per batch; `--verbose` prints the compilations per epoch.
 
 Runs:
     python -m examples.text_classification.train --quick            # minutes, SST-2
@@ -37,6 +40,7 @@ import keras
 import numpy as np
 
 import keras_transformer as kt
+from examples.compilations import CompilationCounter, batch_shapes
 from examples.text_classification import data
 from examples.text_classification.cli import (
     add_common_flags,
@@ -283,6 +287,22 @@ def load_pretrained_encoder(path):
     return bundle
 
 
+def print_batch_shapes(fixed_shapes, batch_size, max_length, train_shapes, val_shapes):
+    """One line: how many batch shapes training and validation bring, and the bound."""
+    from keras_transformer.text.translation_dataset import fixed_shape_lengths
+
+    seen = f"{len(train_shapes)} in training, {len(val_shapes)} in validation"
+    if not fixed_shapes:
+        print(f"batch shapes: as the data come ({seen}; no XLA, nothing compiles per shape)")
+        return
+    lengths = fixed_shape_lengths(max_length)
+    listed = ", ".join(str(length) for length in lengths)
+    print(
+        f"batch shapes: fixed under XLA, at most {len(lengths)} ({batch_size} texts of "
+        f"{listed} tokens); {seen}"
+    )
+
+
 def main(argv=None):
     return run_command(parse_args, run, argv)
 
@@ -327,6 +347,9 @@ def run(args, argv):
     # The data-parallel replicas split every batch evenly: partial batches are completed
     # with rows of sample weight 0.
     batch_size_multiple = args.mesh[0] if args.mesh else 1
+    # XLA compiles per shape (`compile`'s "auto" resolves it as `model.jit_compile` does);
+    # the plain TensorFlow runtime is faster on unpadded batches.
+    fixed_shapes = bool(model.jit_compile)
 
     def dataset(texts, labels, training):
         return make_classification_dataset(
@@ -339,15 +362,19 @@ def run(args, argv):
             shuffle=training,
             seed=args.seed,
             batch_size_multiple=batch_size_multiple,
+            fixed_shapes=fixed_shapes,
         )
 
     # Counting the batches once tells Keras the epoch's length: its progress bar gets a
     # total, and it no longer takes the end of the first epoch for running out of data.
     train_data = dataset(train_texts, train_labels, training=True)
-    steps_per_epoch = sum(1 for _ in train_data)
+    train_shapes = batch_shapes(train_data)
+    steps_per_epoch = sum(train_shapes.values())
     train_data = train_data.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
     val_data = dataset(*validation, training=False)
-    val_data = val_data.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in val_data)))
+    val_shapes = batch_shapes(val_data)
+    val_data = val_data.apply(tf.data.experimental.assert_cardinality(sum(val_shapes.values())))
+    print_batch_shapes(fixed_shapes, args.batch_size, args.max_length, train_shapes, val_shapes)
     compile_classifier(model, args.learning_rate, total_steps=steps_per_epoch * args.epochs)
     os.makedirs(args.output_dir, exist_ok=True)
     callbacks = [
@@ -359,6 +386,9 @@ def run(args, argv):
             monitor="val_accuracy", patience=args.patience, restore_best_weights=True
         ),
     ]
+    counter = CompilationCounter()
+    if args.verbose:
+        callbacks.append(counter)
     history = model.fit(
         train_data,
         validation_data=val_data,
@@ -368,6 +398,8 @@ def run(args, argv):
         shuffle=False,  # the dataset shuffles itself; Keras cannot shuffle a tf.data.Dataset
     )
     training_seconds = time.time() - started
+    for line in counter.summary():
+        print(line)
     if args.lora_rank:
         model = model.merge_lora()  # the deltas in the kernels: a plain model to score and save
 

@@ -14,9 +14,16 @@ Runs:
     python -m examples.translation.train --quick      # a few minutes on 2 CPU cores
     python -m examples.translation.train              # the full run (see RESULTS.md)
     KERAS_BACKEND=jax python -m examples.translation.train --quick --mesh 8   # 8 devices
+    python -m examples.translation.train --quick --jit-compile on --verbose    # TF with XLA
+
+Under XLA (JAX, or TensorFlow with `--jit-compile on`) the batches take a few fixed
+shapes (`make_translation_dataset(fixed_shapes=True)`), so the training and evaluation
+steps compile a few times, not once per batch; `--verbose` prints each epoch's time,
+tokens per second and compilations.
 """
 
 import argparse
+import collections
 import json
 import os
 import sys
@@ -42,12 +49,14 @@ from examples.command_line import (
     prepare_devices,
     run_command,
 )
+from examples.compilations import CompilationCounter
 from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
 from examples.translation.pictures import save_attention_picture, save_position_picture
 from examples.translation.settings import FULL, QUICK
 from examples.translation.translator import translate
 from keras_transformer.saving import export_serving, save_pretrained
 from keras_transformer.text import SubwordTokenizer, make_translation_dataset
+from keras_transformer.text.translation_dataset import translation_batch_shapes
 from keras_transformer.training import CheckpointAveraging, EpochSeeds
 
 
@@ -138,6 +147,13 @@ def parse_args(argv):
         "(e.g. 0.1,0 for the source only); 0: off",
     )
     add_precision_flag(parser)
+    parser.add_argument(
+        "--jit-compile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="compile the training step with XLA; auto: on with JAX or a GPU, off with "
+        "TensorFlow on a CPU (faster there)",
+    )
     add_mesh_flag(parser)
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
     add_debug_flags(parser)
@@ -195,6 +211,28 @@ def resumed_epoch(backup_dir):
         return 0
 
 
+def shapes_and_tokens(dataset):
+    """A pass over `dataset`: its batch shapes (a Counter) and its source + target tokens."""
+    shapes = collections.Counter()
+    tokens = 0
+    for inputs, labels in dataset:
+        shapes[(tuple(inputs["encoder_token_ids"].shape), tuple(labels.shape))] += 1
+        tokens += int(tf.math.count_nonzero(inputs["encoder_token_ids"]))
+        tokens += int(tf.math.count_nonzero(labels))
+    return shapes, tokens
+
+
+def print_batch_shapes(args, fixed_shapes, batch_size_multiple, train_shapes, val_shapes):
+    """One line: how many batch shapes training and validation bring, and the bound."""
+    seen = f"{len(train_shapes)} in training, {len(val_shapes)} in validation"
+    if not fixed_shapes:
+        print(f"batch shapes: as the data come ({seen}; no XLA, nothing compiles per shape)")
+        return
+    bound = translation_batch_shapes(args.tokens_per_batch, batch_size_multiple=batch_size_multiple)
+    listed = ", ".join(f"{rows}x{length}" for rows, length in bound)
+    print(f"batch shapes: fixed under XLA, at most {len(bound)} (pairs x tokens: {listed}); {seen}")
+
+
 def run(args, argv):
     command = command_line("examples.translation.train", argv)
     prepare_devices(args.mesh)  # before the backend runs anything
@@ -224,13 +262,19 @@ def run(args, argv):
             overrides[name] = getattr(args, name)
     # With --mesh, the mesh is checked against the devices and heads here, before anything
     # is written.
+    jit_compile = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
     model = kt.models.build(
-        "translation", preset=args.preset, precision=args.precision, mesh=args.mesh, **overrides
+        "translation",
+        preset=args.preset,
+        precision=args.precision,
+        jit_compile=jit_compile,
+        mesh=args.mesh,
+        **overrides,
     )
     print("model:", json.dumps(model.build_info))
 
     # Only XLA compiles per shape; the plain TensorFlow runtime is faster on unpadded batches.
-    fixed_shapes = bool(model.build_info["jit_compile"])
+    fixed_shapes = bool(model.jit_compile)
     # The data-parallel replicas split every batch evenly.
     batch_size_multiple = args.mesh[0] if args.mesh else 1
     train_data = make_translation_dataset(
@@ -239,7 +283,7 @@ def run(args, argv):
         tokens_per_batch=args.tokens_per_batch,
         shuffle=True,
         seed=args.seed,
-        pad_to_bucket_boundary=fixed_shapes,
+        fixed_shapes=fixed_shapes,
         min_tokens_per_batch=args.min_tokens_per_batch,
         subword_dropout=args.subword_dropout,
         batch_size_multiple=batch_size_multiple,
@@ -248,7 +292,7 @@ def run(args, argv):
         splits["val"],
         tokenizer,
         tokens_per_batch=args.tokens_per_batch,
-        pad_to_bucket_boundary=fixed_shapes,
+        fixed_shapes=fixed_shapes,
         batch_size_multiple=batch_size_multiple,
     )
 
@@ -258,7 +302,8 @@ def run(args, argv):
     # Passes over the data hold the same number of batches as long as no bucket's leftover
     # batch sits at the `--min-tokens-per-batch` threshold (123 in each of 20 passes over
     # Multi30k); otherwise an epoch may end a batch or two into the next pass.
-    steps_per_epoch = sum(1 for _ in train_data)
+    train_shapes, tokens_per_epoch = shapes_and_tokens(train_data)
+    steps_per_epoch = sum(train_shapes.values())
     if steps_per_epoch == 0:
         raise ValueError(
             "No training batch is left: every batch holds fewer than "
@@ -266,8 +311,10 @@ def run(args, argv):
         )
     # Without a known length Keras reads the validation data until it ends and then warns
     # that the "input ran out of data".
-    validation_steps = sum(1 for _ in val_data)
+    val_shapes, _ = shapes_and_tokens(val_data)
+    validation_steps = sum(val_shapes.values())
     val_data = val_data.apply(tf.data.experimental.assert_cardinality(validation_steps))
+    print_batch_shapes(args, fixed_shapes, batch_size_multiple, train_shapes, val_shapes)
 
     # The inputs are good: only now is anything written.
     os.makedirs(args.output_dir, exist_ok=True)
@@ -289,6 +336,9 @@ def run(args, argv):
         # Keeps the previous backup too: a kill while the backup is written falls back to it.
         keras.callbacks.BackupAndRestore(backup_dir, double_checkpoint=True),
     ]
+    counter = CompilationCounter()
+    if args.verbose:
+        callbacks.append(counter)
     model.fit(
         train_data.repeat().skip(initial_epoch * steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
@@ -299,6 +349,8 @@ def run(args, argv):
         verbose=1 if sys.stdout.isatty() else 2,
     )
     training_seconds = time.time() - started
+    for line, epoch in zip(counter.summary(), counter.epochs):
+        print(f"{line}; {tokens_per_epoch / epoch['seconds']:,.0f} tokens/s")
     every = f"{args.checkpoint_every} updates" if args.checkpoint_every else "epoch"
     averaged = len(callbacks[1].checkpoints)
     print(

@@ -11,7 +11,10 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.text.translation_dataset import length_bucket_boundaries
+from keras_transformer.text.translation_dataset import (
+    fixed_shape_lengths,
+    length_bucket_boundaries,
+)
 from keras_transformer.validation import is_int, is_real
 
 _TOKENIZE_CHUNK = 1024
@@ -200,17 +203,17 @@ def _check_positive_int(name, value):
 
 
 @tf.autograph.experimental.do_not_convert
-def _complete_batch(ids, labels, multiple):
-    """`(ids, labels, weights)`, completed to a multiple of `multiple` rows of weight 0.
+def _complete_batch(ids, labels, multiple, rows=None):
+    """`(ids, labels, weights)`, completed with rows of weight 0 to `rows` (or a `multiple`).
 
     The extra rows repeat the batch's own rows rather than holding padding only: they are
     ordinary inputs for any model, where a row without a token is a corner case that a
     pooling layer may answer with NaN, which a weight of 0 does not cancel (`0 * nan`).
     """
-    rows = tf.shape(labels)[0]
-    missing = tf.math.floormod(-rows, multiple)
-    copies = tf.math.floormod(tf.range(missing), rows)
-    weights = tf.concat([tf.ones([rows], tf.float32), tf.zeros([missing], tf.float32)], 0)
+    real = tf.shape(labels)[0]
+    missing = tf.math.floormod(-real, multiple) if rows is None else rows - real
+    copies = tf.math.floormod(tf.range(missing), real)
+    weights = tf.concat([tf.ones([real], tf.float32), tf.zeros([missing], tf.float32)], 0)
     return (
         tf.concat([ids, tf.gather(ids, copies)], 0),
         tf.concat([labels, tf.gather(labels, copies)], 0),
@@ -236,15 +239,25 @@ def _tokenized_examples(texts, labels, tokenizer, max_length, head_fraction):
     return dataset.unbatch().map(lambda ids, label: (ids, label)).cache()
 
 
-def _bucketed_batches(dataset, batch_size, max_length, pad_id, num_examples, shuffle, seed):
-    """Padded batches of `batch_size` similar-length examples, in shuffled order if `shuffle`."""
-    boundaries = length_bucket_boundaries(max_length)
+def _bucketed_batches(
+    dataset, batch_size, max_length, pad_id, num_examples, shuffle, seed, fixed_shapes=False
+):
+    """Padded batches of `batch_size` similar-length examples, in shuffled order if `shuffle`.
+
+    With `fixed_shapes`, the buckets end at `fixed_shape_lengths(max_length)` and every
+    batch is padded to its bucket's end.
+    """
+    if fixed_shapes:
+        boundaries = [length + 1 for length in fixed_shape_lengths(max_length)]
+    else:
+        boundaries = length_bucket_boundaries(max_length)
     dataset = dataset.bucket_by_sequence_length(
         element_length_func=lambda ids, label: tf.size(ids),
         bucket_boundaries=boundaries,
         bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
         padded_shapes=([None], []),
         padding_values=(pad_id, 0),
+        pad_to_bucket_boundary=fixed_shapes,
     )
     if shuffle:
         # A buffer as large as an epoch's batches: every bucket's leftover batch is
@@ -267,6 +280,7 @@ def make_classification_dataset(
     head_fraction=0.25,
     bucket=True,
     batch_size_multiple=1,
+    fixed_shapes=False,
 ):
     """Batches of (token ids, label) for training or evaluating a `TransformerClassifier`.
 
@@ -312,12 +326,25 @@ def make_classification_dataset(
             `weighted_metrics` count only the real rows (Keras gives sample
             weights to those, not to `metrics`). With a value above 1 the dataset yields
             `(token_ids, labels, sample_weights)`. Defaults to `1`.
+        fixed_shapes: bool, for training and evaluating under XLA (JAX, or
+            TensorFlow with `jit_compile=True`), which compiles the step once per
+            input shape: every batch is padded to the first of
+            `fixed_shape_lengths(max_length)` that holds its longest row (the
+            length buckets end there; without `bucket`, to `max_length`) and
+            completed to `batch_size` rows with copies of sample weight 0, as for
+            `batch_size_multiple`. The batches then take only the shapes
+            `(batch_size, length)` for `length` in `fixed_shape_lengths(max_length)`
+            (5 for `max_length=64`, 9 for 256), and the dataset yields
+            `(token_ids, labels, sample_weights)`. Without XLA, TensorFlow runs
+            the unpadded batches faster: leave it `False` there. Defaults to
+            `False`.
 
     Returns:
         A `tf.data.Dataset` of `(token_ids, labels)`: int32 `(batch, length)` ids
         padded at the end of each row with 0, and int32 `(batch,)` labels; with
-        `batch_size_multiple` above 1, `(token_ids, labels, sample_weights)`,
-        float32 `(batch,)` weights of 1 for the real rows and 0 for the copies.
+        `batch_size_multiple` above 1 or `fixed_shapes`, `(token_ids, labels,
+        sample_weights)`, float32 `(batch,)` weights of 1 for the real rows and 0
+        for the copies.
 
     Raises:
         ValueError: for empty or non-string `texts`, labels that are not
@@ -357,6 +384,8 @@ def make_classification_dataset(
         )
     max_length = _check_max_length(max_length, allow_none=False)
     head_fraction = _check_head_fraction(head_fraction)
+    if not isinstance(fixed_shapes, bool):
+        raise ValueError(f"`fixed_shapes` must be a bool. Received: fixed_shapes={fixed_shapes!r}")
     if seed is not None and not is_int(seed):
         raise ValueError(f"`seed` must be None or an int. Received: seed={seed!r}")
     if tokenizer.pad_id != 0:
@@ -370,13 +399,26 @@ def make_classification_dataset(
         dataset = dataset.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
     if bucket:
         dataset = _bucketed_batches(
-            dataset, batch_size, max_length, tokenizer.pad_id, len(texts), shuffle, seed
+            dataset,
+            batch_size,
+            max_length,
+            tokenizer.pad_id,
+            len(texts),
+            shuffle,
+            seed,
+            fixed_shapes,
         )
     else:
         dataset = dataset.padded_batch(
-            batch_size, padded_shapes=([None], []), padding_values=(tokenizer.pad_id, 0)
+            batch_size,
+            padded_shapes=([max_length if fixed_shapes else None], []),
+            padding_values=(tokenizer.pad_id, 0),
         )
-    if multiple > 1:
+    if fixed_shapes:
+        dataset = dataset.map(
+            lambda ids, batch_labels: _complete_batch(ids, batch_labels, multiple, batch_size)
+        )
+    elif multiple > 1:
         dataset = dataset.map(
             lambda ids, batch_labels: _complete_batch(ids, batch_labels, multiple)
         )

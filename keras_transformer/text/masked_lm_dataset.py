@@ -7,6 +7,14 @@ from keras_transformer.text.classification_dataset import make_classification_da
 from keras_transformer.text.masking import mask_tokens
 
 
+def _prediction_slots(length, mask_rate, max_predictions):
+    """The most positions `mask_tokens` chooses in a row of `length` ids (start and end kept)."""
+    # The same float32 rounding as `mask_tokens`, which is monotonic in the row's tokens.
+    most = tf.cast(tf.round(mask_rate * tf.cast(length - 2, tf.float32)), tf.int32)
+    most = tf.maximum(most, 1)
+    return most if max_predictions is None else tf.minimum(most, max_predictions)
+
+
 def make_masked_lm_dataset(
     texts,
     tokenizer,
@@ -17,6 +25,7 @@ def make_masked_lm_dataset(
     shuffle=True,
     seed=None,
     head_fraction=0.25,
+    fixed_shapes=False,
 ):
     """Batches for pretraining a `MaskedLM`, masked afresh every epoch.
 
@@ -43,6 +52,17 @@ def make_masked_lm_dataset(
             (random).
         head_fraction: float, share of a cut text taken from its beginning.
             Defaults to `0.25`.
+        fixed_shapes: bool, for training under XLA (JAX, or TensorFlow with
+            `jit_compile=True`), which compiles the step once per input shape:
+            the token ids take the shapes of `make_classification_dataset(...,
+            fixed_shapes=True)`, `(batch_size, length)` for `length` in
+            `fixed_shape_lengths(max_length)`, and the prediction slots are as
+            many as a full row of that length can need, `max(1,
+            round(mask_rate * (length - 2)))` (at most `max_predictions`), so
+            `mask_positions` and `labels` take one shape per length too. The
+            rows that complete a batch and the unused slots have the label
+            `pad_id`, which the loss and `MaskedAccuracy` ignore. Defaults to
+            `False`.
 
     Returns:
         A `tf.data.Dataset` of `({"token_ids", "mask_positions"}, labels)`
@@ -83,6 +103,7 @@ def make_masked_lm_dataset(
         shuffle=shuffle,
         seed=seed,
         head_fraction=head_fraction,
+        fixed_shapes=fixed_shapes,
     )
     # One stateless seed per batch; the stream of seeds changes every epoch, repeatably.
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
@@ -90,8 +111,8 @@ def make_masked_lm_dataset(
 
     @tf.autograph.experimental.do_not_convert
     def mask(batch, batch_seed):
-        token_ids, _ = batch
-        return mask_tokens(
+        token_ids = batch[0]
+        inputs, labels = mask_tokens(
             token_ids,
             tokenizer.mask_id,
             tokenizer.vocabulary_size,
@@ -101,5 +122,15 @@ def make_masked_lm_dataset(
             pad_id=tokenizer.pad_id,
             seed=batch_seed,
         )
+        if not fixed_shapes:
+            return inputs, labels
+        # The copies that complete the batch (weight 0) predict nothing.
+        weights = batch[2]
+        labels = tf.where(weights[:, None] > 0, labels, tokenizer.pad_id)
+        slots = _prediction_slots(tf.shape(token_ids)[1], mask_rate, max_predictions)
+        missing = [[0, 0], [0, slots - tf.shape(labels)[1]]]
+        positions = tf.pad(inputs["mask_positions"], missing)
+        labels = tf.pad(labels, missing, constant_values=tokenizer.pad_id)
+        return {"token_ids": inputs["token_ids"], "mask_positions": positions}, labels
 
     return tf.data.Dataset.zip(batches, seeds).map(mask)

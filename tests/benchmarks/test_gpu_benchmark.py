@@ -68,6 +68,22 @@ def test_flags_are_checked():
     assert gpu.parse_args([]).settings["presets"] == ("big", "base")
 
 
+@pytest.mark.parametrize("tokens, max_length", [(8192, 64), (96, 24), (4096, 256), (300, 100)])
+def test_fit_shapes_are_the_translation_pipelines(tokens, max_length):
+    from keras_transformer.text.translation_dataset import translation_batch_shapes
+
+    expected = translation_batch_shapes(tokens, max_length)
+    assert gpu.fit_batch_shapes(tokens, max_length) == expected
+    batches, real = gpu.fit_batches(expected, steps=len(expected) + 1, vocabulary=50)
+    shorter = [0] + [length for _, length in expected]
+    for (inputs, labels), (rows, length), count, previous in zip(batches, expected, real, shorter):
+        assert labels.shape == inputs["encoder_token_ids"].shape == (rows, length)
+        assert count == int((labels != 0).sum() + (inputs["encoder_token_ids"] != 0).sum())
+        # Each sequence belongs to its bucket: longer than the previous bucket's length.
+        lengths = (labels != 0).sum(1)
+        assert previous < lengths.min() and lengths.max() <= length
+
+
 def test_reused_benchmark_functions_keep_their_signatures():
     # gpu.py imports these from the other benchmarks instead of copying them.
     import inspect
@@ -104,6 +120,7 @@ def test_dry_run_goes_through_every_part_without_tensorflow(tmp_path):
     ]
     parts = [(r["part"], r["contender"]) for r in rows]
     assert parts == [
+        ("fit", "ours"),
         ("train", "ours"),
         ("train", "keras_hub"),
         ("attention", "ours"),
@@ -117,7 +134,9 @@ def test_dry_run_goes_through_every_part_without_tensorflow(tmp_path):
         assert not r["note"].startswith(("failed", "skipped")), r
         assert float(r["tokens/s"].replace(",", "")) > 0
         assert float(r["ms"].replace(",", "")) > 0
-    for r in rows[:2]:
+    # The fit part: 2 fixed shapes in the dry run, each compiled once.
+    assert rows[0]["note"].startswith("2 compilations of the train step")
+    for r in rows[1:3]:
         assert r["MFU (989 TFLOP/s)"].endswith("%") and r["MFU (measured peak)"].endswith("%")
-    for r in rows[2:6]:
+    for r in rows[3:7]:
         assert float(r["memory GiB"]) >= 0 and "einsum-softmax (XLA)" in r["note"]

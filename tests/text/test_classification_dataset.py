@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,6 +9,8 @@ from keras_transformer.text.classification_dataset import (
     tokenize_for_classification,
 )
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
+from keras_transformer.text.translation_dataset import fixed_shape_lengths
+from tests import tiny_models
 
 PAD, START, END = 0, 2, 3
 NUMBERS = "one two three four five six seven eight nine ten eleven twelve".split()
@@ -340,3 +343,62 @@ def test_batch_size_multiple_must_divide_the_batch_size(tokenizer, texts):
         )
     with pytest.raises(ValueError, match=r"`batch_size_multiple` must be a positive integer"):
         make_classification_dataset(texts, [0] * len(texts), tokenizer, batch_size_multiple=0)
+
+
+@pytest.mark.parametrize("bucket", [True, False])
+def test_fixed_shapes_are_the_documented_ones_with_every_text_once(tokenizer, texts, bucket):
+    labels = list(range(len(texts)))
+    dataset = make_classification_dataset(
+        texts, labels, tokenizer, batch_size=16, max_length=64, fixed_shapes=True, bucket=bucket
+    )
+    plain = _epoch(
+        make_classification_dataset(texts, labels, tokenizer, batch_size=16, max_length=64)
+    )
+    lengths = fixed_shape_lengths(64) if bucket else [64]
+    shapes, real, copies = set(), [], 0
+    for ids, batch_labels, weights in dataset:
+        ids, batch_labels, weights = ids.numpy(), batch_labels.numpy(), weights.numpy()
+        shapes.add(ids.shape)
+        kept = int(weights.sum())
+        assert np.all(weights[:kept] == 1) and np.all(weights[kept:] == 0)
+        assert tokenizer.decode(ids) == [texts[label] for label in batch_labels]
+        real += batch_labels[:kept].tolist()
+        copies += len(batch_labels) - kept
+    # The docs' count: (batch_size, length) for the 5 lengths of max_length=64, at most.
+    assert shapes <= {(16, length) for length in lengths} and len(lengths) == (5 if bucket else 1)
+    assert len(shapes) >= min(3, len(lengths))
+    assert len({ids.shape for ids, _ in plain}) > 2 * len(lengths)
+    assert sorted(real) == labels and copies > 0
+
+
+def test_weightless_copies_leave_loss_and_accuracy_unchanged(tokenizer, texts):
+    """A batch completed to its fixed shape scores as its real rows, unpadded."""
+    labels = [i % 2 for i in range(len(texts))]
+    dataset = make_classification_dataset(
+        texts, labels, tokenizer, batch_size=16, max_length=64, fixed_shapes=True, shuffle=False
+    )
+    model = tiny_models.classifier(tokenizer.vocabulary_size, 2, dropout=0.0)
+    # The classification example's compile: a mean over the weights, a weighted accuracy.
+    model.compile(
+        loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight"
+        ),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    checked = 0
+    for ids, batch_labels, weights in dataset:
+        ids, batch_labels, weights = ids.numpy(), batch_labels.numpy(), weights.numpy()
+        real = weights > 0
+        if real.all():
+            continue
+        width = int((ids[real] != PAD).sum(1).max())
+        scores = []
+        for batch in ((ids, batch_labels, weights), (ids[real, :width], batch_labels[real], None)):
+            model.reset_metrics()
+            scores.append(model.test_on_batch(*batch, return_dict=True))
+        assert scores[0]["loss"] == pytest.approx(scores[1]["loss"], rel=1e-6)
+        assert scores[0]["accuracy"] == pytest.approx(scores[1]["accuracy"], rel=1e-6)
+        checked += 1
+        if checked == 2:
+            break
+    assert checked == 2

@@ -3,11 +3,15 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.text.translation_dataset import (
+    fixed_shape_lengths,
     length_bucket_boundaries,
     make_translation_dataset,
     tokenize_source,
     tokenize_target,
+    translation_batch_shapes,
 )
+from keras_transformer.training import LabelSmoothedCrossEntropy, MaskedAccuracy
+from tests import tiny_models
 
 START, END, PAD = 2, 3, 0
 
@@ -237,6 +241,115 @@ def test_pad_to_bucket_boundary_gives_few_shapes(pairs, tokenizer):
     assert len({e.shape for e, _, _ in batches}) <= 2 * len(allowed)
 
 
+def test_fixed_shape_lengths_are_the_documented_list():
+    assert fixed_shape_lengths(256) == [16, 24, 32, 48, 64, 96, 128, 192, 256]
+    assert fixed_shape_lengths(64) == [16, 24, 32, 48, 64]
+    assert fixed_shape_lengths(50, min_length=8) == [8, 12, 16, 24, 32, 48, 50]
+    assert fixed_shape_lengths(10) == [10]
+    # No neighbour is more than 1.5 times the previous one: padding stays under half.
+    lengths = fixed_shape_lengths(4096, min_length=1)
+    assert max(b / a for a, b in zip(lengths, lengths[1:])) <= 2
+    assert max(b / a for a, b in zip(lengths[2:], lengths[3:])) <= 1.5
+    with pytest.raises(ValueError, match="`min_length`"):
+        fixed_shape_lengths(64, min_length=0)
+
+
+def test_translation_batch_shapes_one_per_length():
+    # The docs' count: one shape per length, 9 for the defaults (max_length 256).
+    shapes = translation_batch_shapes(4096, 256)
+    assert len(shapes) == 9
+    assert shapes[0] == (256, 16) and shapes[-1] == (16, 256)
+    assert all(rows * length <= 4096 for rows, length in shapes)
+    assert translation_batch_shapes(512, 64, batch_size_multiple=4) == [
+        (32, 16),
+        (20, 24),
+        (16, 32),
+        (8, 48),
+        (8, 64),
+    ]
+    assert translation_batch_shapes(64, 32, lengths=[10, 32]) == [(6, 10), (2, 32)]
+    with pytest.raises(ValueError, match="`fixed_lengths`"):
+        translation_batch_shapes(512, 64, lengths=[16, 32])  # does not reach max_length
+
+
+def test_fixed_shapes_yield_only_the_documented_shapes_and_every_pair(pairs, tokenizer):
+    plain = _batches(
+        make_translation_dataset(pairs, tokenizer, tokens_per_batch=512, max_length=64)
+    )
+    dataset = make_translation_dataset(
+        pairs,
+        tokenizer,
+        tokens_per_batch=512,
+        max_length=64,
+        fixed_shapes=True,
+        shuffle=True,
+        seed=3,
+    )
+    batches = _batches(dataset)
+    allowed = set(translation_batch_shapes(512, 64))
+    shapes = {encoder.shape for encoder, _, _ in batches}
+    assert shapes <= allowed and len(shapes) >= 3
+    for encoder, decoder, labels in batches:
+        assert encoder.shape == decoder.shape == labels.shape
+    # Without fixed shapes the same pairs come in many more shapes.
+    assert len({encoder.shape for encoder, _, _ in plain}) > 2 * len(allowed)
+    # Every pair once; the rows that complete a batch are all padding.
+    assert sorted(row for row in _rows(batches) if any(row)) == sorted(_rows(plain))
+    assert any(not any(row) for row in _rows(batches))
+
+
+def test_fixed_shapes_with_a_mesh_keep_rows_a_multiple(pairs, tokenizer):
+    dataset = make_translation_dataset(
+        pairs[:500],
+        tokenizer,
+        tokens_per_batch=512,
+        max_length=64,
+        fixed_shapes=True,
+        batch_size_multiple=4,
+        fixed_lengths=[20, 40, 64],
+    )
+    shapes = {encoder.shape for encoder, _, _ in _batches(dataset)}
+    assert shapes <= {(24, 20), (12, 40), (8, 64)} and shapes
+    with pytest.raises(ValueError, match="`fixed_lengths`"):
+        make_translation_dataset(
+            pairs, tokenizer, max_length=64, fixed_shapes=True, fixed_lengths=[32]
+        )
+
+
+def test_rows_of_padding_leave_loss_and_accuracy_unchanged(pairs, tokenizer):
+    """A batch completed to its fixed shape scores as the same pairs without padding."""
+    dataset = make_translation_dataset(
+        pairs[:300], tokenizer, tokens_per_batch=512, max_length=64, fixed_shapes=True
+    )
+    model = tiny_models.seq2seq(tokenizer.vocabulary_size, dropout=0.0)
+    model.compile(loss=LabelSmoothedCrossEntropy(0.1), metrics=[MaskedAccuracy(0, name="accuracy")])
+    checked = 0
+    for inputs, labels in dataset:
+        encoder, decoder, labels = (
+            inputs["encoder_token_ids"].numpy(),
+            inputs["decoder_token_ids"].numpy(),
+            labels.numpy(),
+        )
+        real = labels.any(axis=1)
+        if real.all():
+            continue
+        # The same pairs as the data come: no empty rows, no all-padding columns.
+        width = max(int((encoder != PAD).sum(1).max()), int((decoder != PAD).sum(1).max()))
+        plain = [part[real, :width] for part in (encoder, decoder, labels)]
+        scores = []
+        for enc, dec, lab in ((encoder, decoder, labels), plain):
+            model.reset_metrics()
+            x = {"encoder_token_ids": enc, "decoder_token_ids": dec}
+            scores.append(model.test_on_batch(x, lab, return_dict=True))
+        # Float32 sums over other shapes: equal to rounding; a counted row would move them ~1%.
+        assert scores[0]["loss"] == pytest.approx(scores[1]["loss"], rel=1e-6)
+        assert scores[0]["accuracy"] == pytest.approx(scores[1]["accuracy"], rel=1e-6)
+        checked += 1
+        if checked == 2:
+            break
+    assert checked == 2
+
+
 def test_autotuning_is_off(pairs, tokenizer):
     # With it on, deleting an iterator that lived a few minutes (Keras deletes the
     # validation iterator every epoch) waited up to 60 s for the autotuning thread.
@@ -265,6 +378,7 @@ def test_accepts_a_dataset_of_string_pairs(pairs, tokenizer):
         ({"subword_dropout": (0.1, -0.1)}, r"a \(source, target\) pair"),
         ({"subword_dropout": (0.1, 0.1, 0.1)}, r"a \(source, target\) pair"),
         ({"batch_size_multiple": 0}, r"`batch_size_multiple` must be a positive int"),
+        ({"fixed_shapes": 1}, r"`fixed_shapes` must be a bool"),
     ],
 )
 def test_bad_arguments_raise(pairs, tokenizer, kwargs, match):
