@@ -203,6 +203,7 @@ def worker(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
     from machine import versions
+    from results import git_revision
 
     import keras_transformer as kt
 
@@ -213,7 +214,8 @@ def worker(args):
     model = build_worker_model(args.worker, args.settings, vocabulary_size, args.precision)
     model.train_on_batch(*batches[0])  # builds the optimizer's variables too
     backend, found = versions()
-    found["keras_transformer"] = os.path.dirname(kt.__file__)
+    # Which checkout this worker runs: its commit, not its folder.
+    found["keras_transformer"] = git_revision(os.path.dirname(os.path.dirname(kt.__file__)))
     reply(
         dict(
             ready=True,
