@@ -128,7 +128,7 @@ def run(args, argv):
 
     from keras_transformer.saving import save_pretrained
     from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
-    from keras_transformer.text.translation_dataset import fixed_shape_lengths
+    from keras_transformer.text.classification_dataset import classification_batch_shapes
 
     command = command_line("pretrain", argv)
     keras.utils.set_random_seed(args.seed)
@@ -158,7 +158,7 @@ def run(args, argv):
     shapes = batch_shapes(train_data)
     steps_per_epoch = sum(shapes.values())
     if model.jit_compile:
-        bound = len(fixed_shape_lengths(args.max_length))
+        bound = len(classification_batch_shapes(args.batch_size, args.max_length))
         print(f"batch shapes: fixed under XLA, {len(shapes)} of at most {bound}")
     else:
         print(f"batch shapes: as the data come ({len(shapes)}; no XLA)")

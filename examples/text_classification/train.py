@@ -289,13 +289,13 @@ def load_pretrained_encoder(path):
 
 def print_batch_shapes(fixed_shapes, batch_size, max_length, train_shapes, val_shapes):
     """One line: how many batch shapes training and validation bring, and the bound."""
-    from keras_transformer.text.translation_dataset import fixed_shape_lengths
+    from keras_transformer.text.classification_dataset import classification_batch_shapes
 
     seen = f"{len(train_shapes)} in training, {len(val_shapes)} in validation"
     if not fixed_shapes:
         print(f"batch shapes: as the data come ({seen}; no XLA, nothing compiles per shape)")
         return
-    lengths = fixed_shape_lengths(max_length)
+    lengths = [length for _, length in classification_batch_shapes(batch_size, max_length)]
     listed = ", ".join(str(length) for length in lengths)
     print(
         f"batch shapes: fixed under XLA, at most {len(lengths)} ({batch_size} texts of "

@@ -55,8 +55,8 @@ def make_masked_lm_dataset(
         fixed_shapes: bool, for training under XLA (JAX, or TensorFlow with
             `jit_compile=True`), which compiles the step once per input shape:
             the token ids take the shapes of `make_classification_dataset(...,
-            fixed_shapes=True)`, `(batch_size, length)` for `length` in
-            `fixed_shape_lengths(max_length)`, and the prediction slots are as
+            fixed_shapes=True)`, `classification_batch_shapes(batch_size,
+            max_length)`, and the prediction slots are as
             many as a full row of that length can need, `max(1,
             round(mask_rate * (length - 2)))` (at most `max_predictions`), so
             `mask_positions` and `labels` take one shape per length too. The

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.text.classification_dataset import (
+    classification_batch_shapes,
     head_and_tail_sizes,
     make_classification_dataset,
     tokenize_for_classification,
@@ -354,7 +355,9 @@ def test_fixed_shapes_are_the_documented_ones_with_every_text_once(tokenizer, te
     plain = _epoch(
         make_classification_dataset(texts, labels, tokenizer, batch_size=16, max_length=64)
     )
-    lengths = fixed_shape_lengths(64) if bucket else [64]
+    lengths = fixed_shape_lengths(64, min_length=8) if bucket else [64]
+    if bucket:
+        assert classification_batch_shapes(16, 64) == [(16, length) for length in lengths]
     shapes, real, copies = set(), [], 0
     for ids, batch_labels, weights in dataset:
         ids, batch_labels, weights = ids.numpy(), batch_labels.numpy(), weights.numpy()
@@ -364,8 +367,8 @@ def test_fixed_shapes_are_the_documented_ones_with_every_text_once(tokenizer, te
         assert tokenizer.decode(ids) == [texts[label] for label in batch_labels]
         real += batch_labels[:kept].tolist()
         copies += len(batch_labels) - kept
-    # The docs' count: (batch_size, length) for the 5 lengths of max_length=64, at most.
-    assert shapes <= {(16, length) for length in lengths} and len(lengths) == (5 if bucket else 1)
+    # The docs' count: (batch_size, length) for the 7 lengths of max_length=64, at most.
+    assert shapes <= {(16, length) for length in lengths} and len(lengths) == (7 if bucket else 1)
     assert len(shapes) >= min(3, len(lengths))
     assert len({ids.shape for ids, _ in plain}) > 2 * len(lengths)
     assert sorted(real) == labels and copies > 0

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
-from keras_transformer.text.translation_dataset import fixed_shape_lengths
+from keras_transformer.text.classification_dataset import classification_batch_shapes
 
 WORDS = "good bad film plot acting great awful movie boring moving dull witty".split()
 PAD = 0
@@ -37,7 +37,7 @@ def test_fixed_shapes_give_one_shape_per_length(texts, tokenizer, max_prediction
     )
     slots = {
         length: min(max(1, round(0.15 * (length - 2))), max_predictions or length)
-        for length in fixed_shape_lengths(64)
+        for _, length in classification_batch_shapes(16, 64)
     }
     shapes, predicted, real_predicted = set(), 0, 0
     for inputs, labels in dataset:
