@@ -51,6 +51,8 @@ print(json.dumps({
 """
 
 
+# A fresh JAX process with TensorFlow, a tokenizer and a fit: 27 s of the suite's budget.
+@pytest.mark.slow
 def test_a_jax_fit_compiles_once_per_documented_shape():
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(REPOSITORY))
     result = subprocess.run(
