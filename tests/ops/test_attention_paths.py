@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.ops import scaled_dot_product_attention
+from tests.platform_rounding import sums_in_float32
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -113,8 +114,19 @@ def test_one_query_row_in_bfloat16_rounds_where_the_matmul_path_rounds():
     )
     as_numpy = lambda t: keras.ops.convert_to_numpy(keras.ops.cast(t, "float32"))  # noqa: E731
     full = as_numpy(scaled_dot_product_attention(q, k, v, return_attention_scores=True)[0])
+    exact = as_numpy(
+        scaled_dot_product_attention(*(keras.ops.cast(t, "float32") for t in (q, k, v)))
+    )
     for row in range(6):
         one, _ = scaled_dot_product_attention(
             q[:, row : row + 1], k, v, return_attention_scores=True
         )
-        assert np.abs(as_numpy(one) - full[:, row : row + 1]).max() < 1e-3
+        one = as_numpy(one)
+        if sums_in_float32("bfloat16"):
+            assert np.abs(one - full[:, row : row + 1]).max() < 1e-3
+        else:
+            # The platform's bfloat16 einsum rounds partial sums (TensorFlow on AVX2-only
+            # CPUs), which a float32 sum cannot reproduce; the single row must then be no
+            # further from float32's result than the full pass is.
+            rows = slice(row, row + 1)
+            assert np.abs(one - exact[:, rows]).mean() <= np.abs(full - exact)[:, rows].mean()

@@ -22,6 +22,10 @@ fails 13 of these 14 cases, by 1.03 every float16 case; a weight left out of the
 a mask value that overflows float16 (NaN) fails them too. They are too loose to see a
 layer norm computed in 16 bits (one more rounding of about `u`): that has its own test
 (`test_layer_norm_runs_in_float32_under_mixed_precision`, inputs scaled by 1000).
+
+Where the platform's own 16-bit products round more than once (TensorFlow on CPUs with
+AVX2 only), the bounds grow by `tests.platform_rounding.matmul_error_factor`: what is
+asserted is that the layers add no error beyond the platform's products.
 """
 
 import keras
@@ -43,6 +47,7 @@ from keras_transformer.layers import (
     TransformerEncoder,
     TransformerEncoderBlock,
 )
+from tests.platform_rounding import matmul_error_factor
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -60,10 +65,11 @@ def assert_matches_float32(mixed, reference, policy):
     scale = UNIT_ROUNDOFF[policy] * np.sqrt(np.mean(reference**2))
     error = np.abs(mixed - reference)
     assert np.all(np.isfinite(mixed)), policy
-    assert error.mean() <= MEAN_ULPS * scale, (policy, error.mean() / scale)
-    np.testing.assert_allclose(mixed, reference, rtol=0, atol=MAX_ULPS * scale, err_msg=policy)
     # And it really computed in 16 bits: float32 alone would differ by ~1e-7.
     assert error.max() > 0.1 * scale, (policy, error.max() / scale)
+    scale *= matmul_error_factor(policy)
+    assert error.mean() <= MEAN_ULPS * scale, (policy, error.mean() / scale)
+    np.testing.assert_allclose(mixed, reference, rtol=0, atol=MAX_ULPS * scale, err_msg=policy)
 
 
 def _pair(make, build, policy, seed):
