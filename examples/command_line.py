@@ -11,12 +11,20 @@ import sys
 import traceback
 
 
-def add_debug_flags(parser):
-    """`--debug` (tracebacks) and `--verbose` (TensorFlow's C++ log lines, see native_logs)."""
+def add_debug_flags(parser, training=False):
+    """`--debug` (tracebacks) and `--verbose` (TensorFlow's C++ log lines, see native_logs).
+
+    A training command's `--verbose` also prints each epoch's time, tokens per second and
+    compilations of the training and evaluation steps (`examples.compilations`).
+    """
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    parser.add_argument(
-        "--verbose", action="store_true", help="show TensorFlow's C++ log lines (hidden by default)"
-    )
+    verbose_help = "show TensorFlow's C++ log lines (hidden by default)"
+    if training:
+        verbose_help += (
+            "; print each epoch's time, tokens per second and the compilations of the "
+            "training and evaluation steps"
+        )
+    parser.add_argument("--verbose", action="store_true", help=verbose_help)
 
 
 def add_precision_flag(parser):

@@ -20,7 +20,7 @@ from examples.command_line import command_line as shared_command_line
 def add_common_flags(parser):
     add_precision_flag(parser)
     parser.add_argument("--seed", type=int, default=0, help="data order, masks and weights")
-    add_debug_flags(parser)
+    add_debug_flags(parser, training=True)
 
 
 MODEL_SIZES = ("num_layers", "hidden_dim", "num_heads", "intermediate_dim")

@@ -289,7 +289,7 @@ def load_pretrained_encoder(path):
 
 def print_batch_shapes(fixed_shapes, batch_size, max_length, train_shapes, val_shapes):
     """One line: how many batch shapes training and validation bring, and the bound."""
-    from keras_transformer.text.classification_dataset import classification_batch_shapes
+    from keras_transformer.text import classification_batch_shapes
 
     seen = f"{len(train_shapes)} in training, {len(val_shapes)} in validation"
     if not fixed_shapes:

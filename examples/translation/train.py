@@ -55,8 +55,11 @@ from examples.translation.pictures import save_attention_picture, save_position_
 from examples.translation.settings import FULL, QUICK
 from examples.translation.translator import translate
 from keras_transformer.saving import export_serving, save_pretrained
-from keras_transformer.text import SubwordTokenizer, make_translation_dataset
-from keras_transformer.text.translation_dataset import translation_batch_shapes
+from keras_transformer.text import (
+    SubwordTokenizer,
+    make_translation_dataset,
+    translation_batch_shapes,
+)
 from keras_transformer.training import CheckpointAveraging, EpochSeeds
 
 
@@ -156,7 +159,7 @@ def parse_args(argv):
     )
     add_mesh_flag(parser)
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
-    add_debug_flags(parser)
+    add_debug_flags(parser, training=True)
     args = parser.parse_args(argv)
     fill_defaults(args, QUICK if args.quick else FULL)
     if args.output_dir is None:

@@ -4,6 +4,7 @@ Unlike the layers, this package is TensorFlow-specific (tf.data, tensorflow-text
 """
 
 from keras_transformer.text.classification_dataset import (
+    classification_batch_shapes,
     make_classification_dataset,
     tokenize_for_classification,
 )
@@ -11,14 +12,18 @@ from keras_transformer.text.masked_lm_dataset import make_masked_lm_dataset
 from keras_transformer.text.masking import mask_tokens
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import (
+    fixed_shape_lengths,
     length_bucket_boundaries,
     make_translation_dataset,
     tokenize_source,
     tokenize_target,
+    translation_batch_shapes,
 )
 
 __all__ = [
     "SubwordTokenizer",
+    "classification_batch_shapes",
+    "fixed_shape_lengths",
     "length_bucket_boundaries",
     "make_classification_dataset",
     "make_masked_lm_dataset",
@@ -27,4 +32,5 @@ __all__ = [
     "tokenize_for_classification",
     "tokenize_source",
     "tokenize_target",
+    "translation_batch_shapes",
 ]

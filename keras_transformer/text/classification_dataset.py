@@ -242,7 +242,7 @@ def classification_batch_shapes(batch_size=32, max_length=256):
 
     Example:
 
-    >>> from keras_transformer.text.classification_dataset import classification_batch_shapes
+    >>> from keras_transformer.text import classification_batch_shapes
     >>> [length for _, length in classification_batch_shapes(64, max_length=64)]
     [8, 12, 16, 24, 32, 48, 64]
     """

@@ -82,7 +82,7 @@ def fixed_shape_lengths(max_length, min_length=16):
 
     Example:
 
-    >>> from keras_transformer.text.translation_dataset import fixed_shape_lengths
+    >>> from keras_transformer.text import fixed_shape_lengths
     >>> fixed_shape_lengths(256)
     [16, 24, 32, 48, 64, 96, 128, 192, 256]
     >>> fixed_shape_lengths(64), fixed_shape_lengths(100, min_length=8)
@@ -130,7 +130,7 @@ def translation_batch_shapes(
 
     Example:
 
-    >>> from keras_transformer.text.translation_dataset import translation_batch_shapes
+    >>> from keras_transformer.text import translation_batch_shapes
     >>> translation_batch_shapes(tokens_per_batch=4096, max_length=64)
     [(256, 16), (170, 24), (128, 32), (85, 48), (64, 64)]
     """

@@ -70,7 +70,7 @@ def test_flags_are_checked():
 
 @pytest.mark.parametrize("tokens, max_length", [(8192, 64), (96, 24), (4096, 256), (300, 100)])
 def test_fit_shapes_are_the_translation_pipelines(tokens, max_length):
-    from keras_transformer.text.translation_dataset import translation_batch_shapes
+    from keras_transformer.text import translation_batch_shapes
 
     expected = translation_batch_shapes(tokens, max_length)
     assert gpu.fit_batch_shapes(tokens, max_length) == expected

@@ -21,7 +21,7 @@ import keras_transformer as kt
 from examples.compilations import CompilationCounter
 from examples.translation.data import load_multi30k
 from keras_transformer.text import SubwordTokenizer, make_translation_dataset
-from keras_transformer.text.translation_dataset import translation_batch_shapes
+from keras_transformer.text import translation_batch_shapes
 
 pairs = load_multi30k("train", limit=360)
 tokenizer = SubwordTokenizer.train([t for pair in pairs for t in pair], vocabulary_size=500)

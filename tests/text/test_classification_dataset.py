@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer.text import fixed_shape_lengths
 from keras_transformer.text.classification_dataset import (
     classification_batch_shapes,
     head_and_tail_sizes,
@@ -10,7 +11,6 @@ from keras_transformer.text.classification_dataset import (
     tokenize_for_classification,
 )
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
-from keras_transformer.text.translation_dataset import fixed_shape_lengths
 from tests import tiny_models
 
 PAD, START, END = 0, 2, 3

@@ -3,8 +3,11 @@
 import numpy as np
 import pytest
 
-from keras_transformer.text import SubwordTokenizer, make_masked_lm_dataset
-from keras_transformer.text.classification_dataset import classification_batch_shapes
+from keras_transformer.text import (
+    SubwordTokenizer,
+    classification_batch_shapes,
+    make_masked_lm_dataset,
+)
 
 WORDS = "good bad film plot acting great awful movie boring moving dull witty".split()
 PAD = 0
