@@ -19,7 +19,9 @@ Runs:
 Under XLA (JAX, or TensorFlow with `--jit-compile on`) the batches take a few fixed
 shapes (`make_translation_dataset(fixed_shapes=True)`), so the training and evaluation
 steps compile a few times, not once per batch; `--verbose` prints each epoch's time,
-tokens per second and compilations.
+tokens per second and compilations. `--fixed-shapes on|off` chooses the padding whatever
+the backend: a long run under XLA may spend less time on unpadded batches' arithmetic than
+it spends compiling their shapes (see benchmarks/RESULTS.md).
 """
 
 import argparse
@@ -151,6 +153,13 @@ def parse_args(argv):
     )
     add_precision_flag(parser)
     parser.add_argument(
+        "--fixed-shapes",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="pad batches to a few fixed shapes, so that XLA compiles a few times; auto: on "
+        "when the training step is compiled with XLA",
+    )
+    parser.add_argument(
         "--jit-compile",
         choices=["auto", "on", "off"],
         default="auto",
@@ -229,7 +238,8 @@ def print_batch_shapes(args, fixed_shapes, batch_size_multiple, train_shapes, va
     """One line: how many batch shapes training and validation bring, and the bound."""
     seen = f"{len(train_shapes)} in training, {len(val_shapes)} in validation"
     if not fixed_shapes:
-        print(f"batch shapes: as the data come ({seen}; no XLA, nothing compiles per shape)")
+        why = "XLA compiles each" if args.compiled else "no XLA, nothing compiles per shape"
+        print(f"batch shapes: as the data come ({seen}; {why})")
         return
     bound = translation_batch_shapes(args.tokens_per_batch, batch_size_multiple=batch_size_multiple)
     listed = ", ".join(f"{rows}x{length}" for rows, length in bound)
@@ -277,7 +287,8 @@ def run(args, argv):
     print("model:", json.dumps(model.build_info))
 
     # Only XLA compiles per shape; the plain TensorFlow runtime is faster on unpadded batches.
-    fixed_shapes = bool(model.jit_compile)
+    args.compiled = bool(model.jit_compile)
+    fixed_shapes = {"auto": args.compiled, "on": True, "off": False}[args.fixed_shapes]
     # The data-parallel replicas split every batch evenly.
     batch_size_multiple = args.mesh[0] if args.mesh else 1
     train_data = make_translation_dataset(

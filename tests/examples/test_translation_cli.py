@@ -180,6 +180,8 @@ RESUME_ARGS = [
 ]  # fmt: skip
 
 
+# Three training processes side by side: about 50 s of the default run, so among the slow tests.
+@pytest.mark.slow
 def test_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     interrupted = tmp_path / "interrupted"
     # The uninterrupted run, meanwhile: it shares nothing with the killed one.

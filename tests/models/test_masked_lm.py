@@ -178,6 +178,9 @@ def _two_halves(rng, rows, length=16):
     return np.concatenate([np.full((rows, 1), 2), body, np.full((rows, 1), 3)], 1).astype("int32")
 
 
+# A learning run (80 steps), among the slow tests; the default run's exact learning check is
+# `test_fast_copy_task.py`.
+@pytest.mark.slow
 def test_a_short_fit_learns_a_masked_task_well_above_chance(rng):
     # Dropout off and a gentle, short schedule: 80 steps of the tiny preset (~4 s).
     model = kt.models.build(

@@ -13,14 +13,19 @@ classifier's `jit_compile` is the loading backend's default, trains it one step 
 where compiling the step alone takes ~10 s) and, on TensorFlow, exports it with
 `export_serving`.
 
-Nine processes in all: the test process saves on its own backend (TensorFlow, in the test
-command's first stage; the matrix is not `backend_agnostic`, so it runs there only), and each
-other backend saves in the process that first loads that save on it. Each pair is its own
-pytest-xdist group, so the two workers share the matrix; a save is made by the first pair
-that needs it, under a lock, and read by the others. The processes keep JAX's compiled
-programs in pytest's folder for this user (and Python's bytecode where tests/conftest.py
-says): without them each process spent 5-15 s of CPU compiling what an earlier one had
-compiled.
+The three pairs that save and load on the same backend (a fresh process loading what its own
+backend saved) are among the slow tests: in-process `.keras` round trips on every backend
+cover their outputs, and a fresh process of each backend is the loader of the two other
+backends' saves. The default run starts six processes.
+
+Nine processes in all (with the slow tests): the test process saves on its own backend
+(TensorFlow, in the test command's first stage; the matrix is not `backend_agnostic`, so it
+runs there only), and each other backend saves in the process that first loads that save on
+it. Each pair is its own pytest-xdist group, so the two workers share the matrix; a save is
+made by the first pair that needs it, under a lock, and read by the others. The processes
+keep JAX's compiled programs in pytest's folder for this user (and Python's bytecode where
+tests/conftest.py says): without them each process spent 5-15 s of CPU compiling what an
+earlier one had compiled.
 """
 
 import contextlib
@@ -217,7 +222,12 @@ def pair_id(pair):
 @pytest.mark.parametrize(
     ("saved_on", "loaded_on"),
     [
-        pytest.param(*pair, id=pair_id(pair), marks=pytest.mark.xdist_group(pair_id(pair)))
+        pytest.param(
+            *pair,
+            id=pair_id(pair),
+            marks=[pytest.mark.xdist_group(pair_id(pair))]
+            + ([pytest.mark.slow] if pair[0] == pair[1] else []),
+        )
         for pair in PAIRS
     ],
 )
