@@ -40,6 +40,7 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
         (["--subword-dropout", "a,b"], "--subword-dropout: expected P or SOURCE,TARGET"),
         (["--precision", "float64"], "--precision: invalid choice: 'float64'"),
         (["--preset", "huge"], "--preset: invalid choice: 'huge'"),
+        (["--fixed-shapes", "yes"], "--fixed-shapes: invalid choice: 'yes'"),
         (["--epochs", "two"], "--epochs: invalid int value: 'two'"),
         (["--data-dir", "/nonexistent/multi30k"], "--data-dir '/nonexistent/multi30k' is not a"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
