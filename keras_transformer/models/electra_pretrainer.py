@@ -103,7 +103,7 @@ class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
     (2, 2, 100)
     >>> tuple(model.discriminate(ids).shape)  # one replaced-or-not logit per token
     (2, 6)
-    >>> model.compile(optimizer="adam", loss=None)
+    >>> model.compile(optimizer="adam", loss=None, run_eagerly=True)  # one tiny step
     >>> history = model.fit(x, labels, epochs=1, verbose=0)
     >>> sorted(history.history)
     ['discriminator_accuracy', 'discriminator_loss', 'generator_loss', 'loss']
