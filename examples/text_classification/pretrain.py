@@ -295,7 +295,7 @@ def run(args, argv):
     if curve:
         metadata["curve"] = curve[0].rows
     directory = save_pretrained(model, os.path.join(args.output_dir, "model"), tokenizer, metadata)
-    print(f"saved the masked LM and its tokenizer to {directory}")
+    print(f"saved the {type(model).__name__} and its tokenizer to {directory}")
     print(f"  fine-tune: python -m examples.text_classification.train --init-from {directory}")
     return metadata
 
