@@ -65,3 +65,37 @@ def save_attention_picture(model, tokenizer, text, path, max_length):
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def save_pretraining_curves(curves, path):
+    """The probe's masked-token accuracy and loss against tokens seen, one line per run.
+
+    Args:
+        curves: dict from a run's label to the CSV file its `pretrain --curve` wrote.
+        path: the PNG to write.
+    """
+    import csv
+
+    figure, (accuracy_axes, loss_axes) = plt.subplots(1, 2, figsize=(10, 4))
+    for label, csv_path in curves.items():
+        with open(csv_path, encoding="utf-8") as file:
+            rows = list(csv.DictReader(file))
+        tokens = [int(row["tokens_seen"]) / 1e6 for row in rows]
+        accuracy_axes.plot(tokens, [float(r["probe_masked_accuracy"]) for r in rows], label=label)
+        loss_axes.plot(tokens, [float(r["probe_loss"]) for r in rows], label=label)
+    for axes, name in ((accuracy_axes, "masked-token accuracy"), (loss_axes, "masked-token loss")):
+        axes.set_xlabel("tokens seen (millions)")
+        axes.set_ylabel(f"probe {name}")
+        axes.grid(alpha=0.3)
+    accuracy_axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path
+
+
+if __name__ == "__main__":
+    # python -m examples.text_classification.pictures OUT.png LABEL=CURVE.csv ...
+    import sys
+
+    save_pretraining_curves(dict(arg.split("=", 1) for arg in sys.argv[2:]), sys.argv[1])

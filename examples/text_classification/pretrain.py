@@ -1,14 +1,22 @@
-"""Pretrain a Transformer encoder as a masked language model on the training texts.
+"""Pretrain a Transformer encoder on the training texts (masked LM or ELECTRA).
 
 Learns a SentencePiece vocabulary (with a `<mask>` id) on the IMDB training reviews
-and the SST-2 training sentences — never on test or dev text — and trains a
-`MaskedLM` (BERT's objective: 15% of the tokens hidden, 80/10/10, masked afresh
-each epoch) for a number of epochs or minutes. Saves the model and tokenizer with
-`save_pretrained` (`<output-dir>/model`), which `train --init-from` fine-tunes.
+and the SST-2 training sentences — never on test or dev text — and trains, for a
+number of epochs or minutes, either a `MaskedLM` (`--objective mlm`, BERT's objective:
+15% of the tokens hidden, 80/10/10, masked afresh each epoch) or an
+`ElectraPretrainer` (`--objective electra`: a small generator fills the masked
+positions, the encoder learns to tell every token replaced or original). Saves the
+model and tokenizer with `save_pretrained` (`<output-dir>/model`), which
+`train --init-from` fine-tunes.
 
 Runs:
     python -m examples.text_classification.pretrain --imdb-dir DIR --minutes 20
     python -m examples.text_classification.pretrain --quick     # SST-2 only, a minute
+    python -m examples.text_classification.pretrain --imdb-dir DIR --objective electra
+
+`--pack` concatenates the texts into full rows of `--max-length` pieces instead of one
+text per row; `--curve FILE` writes the masked-token loss and accuracy on a fixed probe
+of training texts against the tokens seen (see `pretraining_curve.py`).
 
 Under XLA (JAX) the batches take a few fixed shapes
 (`make_masked_lm_dataset(fixed_shapes=True)`), so the training step compiles a few times,
@@ -35,8 +43,17 @@ from examples.text_classification.cli import (
     model_overrides,
     run_command,
 )
-from examples.text_classification.schedule import fine_tuning_optimizer
+from examples.text_classification.pretraining_curve import (
+    PretrainingCurve,
+    count_tokens,
+    probe_batches,
+)
+from examples.text_classification.schedule import WARMUP_FRACTION, fine_tuning_optimizer
 
+# What `SubwordTokenizer.save` writes.
+TOKENIZER_FILE = "subword.model"
+
+OBJECTIVES = {"mlm": "masked_lm", "electra": "replaced_token_detection"}
 # About 20 minutes on 2 CPU cores (RESULTS.md).
 FULL = dict(
     vocabulary_size=8000,
@@ -47,29 +64,41 @@ FULL = dict(
     learning_rate=1e-3,
     minutes=None,
     imdb_limit=None,
+    pack=False,
 )
 # SST-2's sentences alone (no IMDB reviews), in about a minute.
 QUICK = dict(FULL, vocabulary_size=4000, max_length=64, batch_size=64, epochs=1, imdb_limit=0)
 
 
 class TimeLimit(keras.callbacks.Callback):
-    """Stops `fit` after the batch that passes `minutes` of training."""
+    """Stops `fit` after the batch that passes `minutes` of training, or after `steps` steps."""
 
-    def __init__(self, minutes):
+    def __init__(self, minutes, steps=None):
         super().__init__()
         self.seconds = None if minutes is None else 60 * minutes
+        self.steps = steps
 
     def on_train_begin(self, logs=None):
         self.started = time.time()
+        self.done = 0
 
     def on_train_batch_end(self, batch, logs=None):
+        self.done += 1
         if self.seconds is not None and time.time() - self.started > self.seconds:
+            self.model.stop_training = True
+        if self.steps is not None and self.done >= self.steps:
             self.model.stop_training = True
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="SST-2 sentences only, a minute")
+    parser.add_argument(
+        "--objective",
+        default="mlm",
+        choices=list(OBJECTIVES),
+        help="mlm: masked language model (BERT); electra: replaced-token detection",
+    )
     parser.add_argument("--imdb-dir", default=None, help="IMDB folder (train.jsonl.gz is used)")
     parser.add_argument("--sst2-dir", default=None, help="defaults to the copy in the repository")
     parser.add_argument("--output-dir", default=None, help="defaults to runs/pretrain[-quick]")
@@ -78,8 +107,32 @@ def parse_args(argv):
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--minutes", type=float, default=None, help="stop training after this")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="train this many steps (the learning-rate schedule's length) instead of --epochs",
+    )
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--mask-rate", type=float, default=0.15)
+    parser.add_argument(
+        "--warmup-fraction",
+        type=float,
+        default=WARMUP_FRACTION,
+        help="share of the steps over which the learning rate rises",
+    )
+    parser.add_argument(
+        "--pack",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="concatenate the texts into full rows of --max-length pieces",
+    )
+    parser.add_argument(
+        "--tokenizer", default=None, help="reuse the tokenizer saved in this directory"
+    )
+    parser.add_argument(
+        "--curve", default=None, help="write the probe's learning curve to this CSV file"
+    )
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--imdb-limit", type=int, default=None, help="use N IMDB reviews")
     add_model_flags(parser)
@@ -96,6 +149,16 @@ def parse_args(argv):
         parser.error(f"--learning-rate must be positive; got {args.learning_rate}")
     if not 0 < args.mask_rate < 1:
         parser.error(f"--mask-rate must be in (0, 1); got {args.mask_rate}")
+    if args.steps is not None:
+        check_positive(parser, "steps", args.steps)
+    if not 0 <= args.warmup_fraction < 1:
+        parser.error(f"--warmup-fraction must be in [0, 1); got {args.warmup_fraction}")
+    if args.tokenizer is not None and not os.path.isfile(
+        os.path.join(args.tokenizer, TOKENIZER_FILE)
+    ):
+        parser.error(f"--tokenizer: no {TOKENIZER_FILE} in '{args.tokenizer}'")
+    if args.curve is not None and not os.path.isdir(os.path.dirname(args.curve) or "."):
+        parser.error(f"--curve: no directory for '{args.curve}'")
     check_rate(parser, "dropout", args.dropout)
     args.overrides = model_overrides(parser, args)
     if args.imdb_limit is not None and args.imdb_limit < 0:
@@ -135,10 +198,18 @@ def run(args, argv):
     started = time.time()
     texts, count = training_texts(args)
     print(f"data: {count['sst2_train']} SST-2 train sentences, {count['imdb_train']} IMDB reviews")
-    tokenizer = SubwordTokenizer.train(texts, vocabulary_size=args.vocabulary_size, mask_token=True)
-    print(f"tokenizer: SentencePiece BPE with <mask>, {tokenizer.vocabulary_size} pieces")
+    if args.tokenizer is not None:
+        tokenizer = SubwordTokenizer.load(args.tokenizer)
+        if tokenizer.mask_id is None:
+            raise ValueError(f"--tokenizer '{args.tokenizer}' has no <mask> piece")
+        print(f"tokenizer: '{args.tokenizer}', {tokenizer.vocabulary_size} pieces")
+    else:
+        tokenizer = SubwordTokenizer.train(
+            texts, vocabulary_size=args.vocabulary_size, mask_token=True
+        )
+        print(f"tokenizer: SentencePiece BPE with <mask>, {tokenizer.vocabulary_size} pieces")
     model = kt.models.build(
-        "masked_lm",
+        OBJECTIVES[args.objective],
         preset=args.preset,
         precision=args.precision,
         vocabulary_size=tokenizer.vocabulary_size,
@@ -153,6 +224,7 @@ def run(args, argv):
         seed=args.seed,
         # XLA compiles per shape; the plain TensorFlow runtime is faster on unpadded batches.
         fixed_shapes=bool(model.jit_compile),
+        pack=args.pack,
     )
     # A known length gives the progress bar its total and spares Keras's out-of-data warning.
     shapes = batch_shapes(train_data)
@@ -163,24 +235,36 @@ def run(args, argv):
     else:
         print(f"batch shapes: as the data come ({len(shapes)}; no XLA)")
     train_data = train_data.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+    # With --steps the schedule runs its course over those steps, whatever an epoch holds.
+    total_steps = args.steps or steps_per_epoch * args.epochs
+    epochs = -(-total_steps // steps_per_epoch)
     # Recompiled with the fine-tuning optimizer (AdamW, warmup and cosine decay) over the
     # planned steps; the loss and metric stay `build`'s: label 0 marks unmasked slots.
+    optimizer = fine_tuning_optimizer(
+        args.learning_rate, total_steps, warmup_fraction=args.warmup_fraction
+    )
     model.compile(
-        optimizer=fine_tuning_optimizer(args.learning_rate, steps_per_epoch * args.epochs),
+        optimizer=optimizer,
         loss=model.loss,
         metrics=[kt.training.MaskedAccuracy(model.pad_id, name="masked_accuracy")],
     )
     os.makedirs(args.output_dir, exist_ok=True)
     counter = CompilationCounter()
+    curve = []
+    if args.curve is not None:
+        train_data, counters = count_tokens(train_data, tokenizer.pad_id)
+        probe = probe_batches(texts, tokenizer)
+        curve = [PretrainingCurve(args.curve, probe, counters, tokenizer.pad_id)]
     history = model.fit(
         train_data,
-        epochs=args.epochs,
+        epochs=epochs,
         callbacks=[
             # The previous backup too: a run killed while the backup is written falls back to it.
             keras.callbacks.BackupAndRestore(
                 os.path.join(args.output_dir, "backup"), double_checkpoint=True
             ),
-            TimeLimit(args.minutes),
+            TimeLimit(args.minutes, args.steps),
+            *curve,
             *([counter] if args.verbose else []),
         ],
         verbose=1 if sys.stdout.isatty() else 2,
@@ -190,9 +274,16 @@ def run(args, argv):
     for line in counter.summary():
         print(line)
     accuracy = round(float(history.history["masked_accuracy"][-1]), 4)
-    print(f"pretrained in {minutes:.1f} min; masked-token accuracy (last epoch) {accuracy}")
+    what = (
+        "generator's masked-token accuracy"
+        if args.objective == "electra"
+        else ("masked-token accuracy")
+    )
+    print(f"pretrained in {minutes:.1f} min; {what} (last epoch) {accuracy}")
     metadata = {
-        "task": "masked_lm",
+        "task": OBJECTIVES[args.objective],
+        "objective": args.objective,
+        "packed": args.pack,
         "data_set": "SST-2 train sentences + IMDB train reviews (no dev or test text)",
         "texts": count,
         "max_length": args.max_length,
@@ -201,8 +292,10 @@ def run(args, argv):
         "command": command,
         "training_minutes": round(minutes, 1),
     }
+    if curve:
+        metadata["curve"] = curve[0].rows
     directory = save_pretrained(model, os.path.join(args.output_dir, "model"), tokenizer, metadata)
-    print(f"saved the masked LM and its tokenizer to {directory}")
+    print(f"saved the {type(model).__name__} and its tokenizer to {directory}")
     print(f"  fine-tune: python -m examples.text_classification.train --init-from {directory}")
     return metadata
 

@@ -93,7 +93,9 @@ def parse_args(argv):
         "`python -m examples.text_classification.download_imdb`",
     )
     parser.add_argument(
-        "--init-from", default=None, help="a masked LM saved by ...text_classification.pretrain"
+        "--init-from",
+        default=None,
+        help="a masked LM or ELECTRA pretrainer saved by ...text_classification.pretrain",
     )
     parser.add_argument(
         "--lora-rank",
@@ -277,9 +279,10 @@ def load_pretrained_encoder(path):
     from keras_transformer.saving import load_pretrained
 
     bundle = load_pretrained(path)
-    if not isinstance(bundle.model, kt.models.MaskedLM):
+    if not isinstance(bundle.model, (kt.models.MaskedLM, kt.models.ElectraPretrainer)):
         raise ValueError(
-            f"--init-from '{path}' holds a {type(bundle.model).__name__}, not a masked LM; pass "
+            f"--init-from '{path}' holds a {type(bundle.model).__name__}, not a masked LM or an "
+            "ELECTRA pretrainer; pass "
             "the model/ folder written by `python -m examples.text_classification.pretrain`."
         )
     if bundle.tokenizer is None:

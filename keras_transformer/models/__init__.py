@@ -1,5 +1,7 @@
-"""Models built from the layers: encoder-decoder, encoder classifier, masked LM, decoder-only LM."""
+"""Models built from the layers: encoder-decoder, encoder classifier, masked LM, ELECTRA,
+decoder-only LM."""
 
+from keras_transformer.models.electra_pretrainer import ElectraPretrainer
 from keras_transformer.models.factory import build
 from keras_transformer.models.keras_hub_conversion import from_keras_hub
 from keras_transformer.models.masked_lm import MaskedLM
@@ -10,6 +12,7 @@ from keras_transformer.models.transformer_lm import TransformerLM
 
 __all__ = [
     "PRESETS",
+    "ElectraPretrainer",
     "MaskedLM",
     "Seq2SeqTransformer",
     "TransformerClassifier",

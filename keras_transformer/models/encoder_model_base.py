@@ -28,7 +28,7 @@ ENCODER_DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
 
 
 class EncoderModelBase(TransformerModelBase):
-    """Base of `TransformerClassifier` and `MaskedLM` (not public).
+    """Base of `TransformerClassifier`, `MaskedLM` and `ElectraPretrainer` (not public).
 
     Builds `self.encoder`, a functional `keras.Model` from int token ids
     `(batch, length)` to hidden states `(batch, length, hidden_dim)`: token
@@ -123,7 +123,7 @@ def copy_encoder_weights(source, target):
         if not isinstance(model, EncoderModelBase):
             raise ValueError(
                 f"`{name}` must be an encoder-only model of this library (`MaskedLM`, "
-                f"`TransformerClassifier`). Received: {type(model).__name__}."
+                f"`ElectraPretrainer`, `TransformerClassifier`). Received: {type(model).__name__}."
             )
     source_config, target_config = source.encoder_config(), target.encoder_config()
     differences = [

@@ -10,6 +10,7 @@ import platform
 import keras
 
 from keras_transformer.distribution.mesh import format_mesh, make_distribution
+from keras_transformer.models.electra_pretrainer import ElectraPretrainer
 from keras_transformer.models.masked_lm import MaskedLM
 from keras_transformer.models.presets import PRESET_FIELDS, PRESETS
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
@@ -25,6 +26,7 @@ TASKS = {
     "classification": TransformerClassifier,
     "language_modeling": TransformerLM,
     "masked_lm": MaskedLM,
+    "replaced_token_detection": ElectraPretrainer,
 }
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # The arguments `build` cannot guess: vocabulary sizes and the number of classes.
@@ -33,6 +35,7 @@ REQUIRED = {
     "classification": ("vocabulary_size", "num_classes"),
     "language_modeling": ("vocabulary_size",),
     "masked_lm": ("vocabulary_size",),
+    "replaced_token_detection": ("vocabulary_size",),
 }
 # CPU flags of native bfloat16 arithmetic (x86: AVX-512 BF16 dot products, AMX tiles).
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
@@ -306,6 +309,10 @@ def _loss_and_metrics(task, label_smoothing, pad_id):
         else:
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         return loss, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    if task == "replaced_token_detection":
+        # The model computes its loss (`ElectraPretrainer.compute_loss`); the metric scores
+        # the generator's predictions of the masked tokens.
+        return None, [MaskedAccuracy(pad_id)]
     return LabelSmoothedCrossEntropy(label_smoothing, pad_id=pad_id), [MaskedAccuracy(pad_id)]
 
 
@@ -335,7 +342,8 @@ def build(
 
     The model is a `Seq2SeqTransformer` (`"translation"`), a
     `TransformerClassifier` (`"classification"`), a `TransformerLM`
-    (`"language_modeling"`) or a `MaskedLM` (`"masked_lm"`) with the sizes of
+    (`"language_modeling"`), a `MaskedLM` (`"masked_lm"`) or an
+    `ElectraPretrainer` (`"replaced_token_detection"`) with the sizes of
     `preset` (see
     `keras_transformer.models.presets.PRESETS`), computing in the dtype
     policy `precision`. With `compile=True` it is compiled with the paper's
@@ -344,7 +352,9 @@ def build(
     that ignores `pad_id` and `MaskedAccuracy` for translation and language
     modelling (for the masked LM too, without smoothing: label `pad_id` marks
     the positions that were not masked), plain sparse categorical
-    cross-entropy and accuracy for classification. Under `"mixed_float16"`
+    cross-entropy and accuracy for classification; the ELECTRA pretrainer
+    computes its own loss (`loss=None`) and `MaskedAccuracy` scores its
+    generator. Under `"mixed_float16"`
     the optimizer is wrapped in a `keras.optimizers.LossScaleOptimizer`.
 
     `"auto"` settings follow the device of the current backend
@@ -353,8 +363,8 @@ def build(
     `model.build_info` and printed in one line.
 
     Args:
-        task: `"translation"`, `"classification"`, `"language_modeling"` or
-            `"masked_lm"`.
+        task: `"translation"`, `"classification"`, `"language_modeling"`,
+            `"masked_lm"` or `"replaced_token_detection"`.
         preset: `"tiny"`, `"small"`, `"base"` or `"big"`. Defaults to `"base"`.
         precision: `"auto"`, `"float32"`, `"mixed_bfloat16"` or
             `"mixed_float16"`, the model's dtype policy (the global policy is
@@ -460,7 +470,10 @@ def build(
             f"`learning_rate_scale` must be a positive number. Received: "
             f"learning_rate_scale={scale!r}. Use 1.0 for the paper's schedule."
         )
-    if task in ("classification", "masked_lm") and "label_smoothing" not in overrides:
+    if (
+        task in ("classification", "masked_lm", "replaced_token_detection")
+        and "label_smoothing" not in overrides
+    ):
         # Smoothing is the paper's, for translation; BERT pretrains without it.
         preset_values["label_smoothing"] = 0.0
 

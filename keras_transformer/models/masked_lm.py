@@ -11,8 +11,42 @@ def _gelu_erf(x):
     return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
 
 
+class MaskedLMHead:
+    """BERT's masked-LM head, for the models that predict masked tokens (not public).
+
+    A dense layer of width `hidden_dim` with GELU, layer normalization, and float32
+    logits against a token embedding matrix plus a bias per token: `MaskedLM`'s head
+    and `ElectraPretrainer`'s generator's. The layers keep `MaskedLM`'s names
+    (`head_dense`, `head_layer_norm`, `output_bias`).
+    """
+
+    def _make_head(self, hidden_dim, layer_norm_epsilon):
+        self.head_dense = keras.layers.Dense(
+            hidden_dim, activation=_gelu_erf, dtype=self.dtype_policy, name="head_dense"
+        )
+        self.head_layer_norm = LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="head_layer_norm"
+        )
+
+    def _build_head(self, input_dim):
+        self.head_dense.build((None, None, input_dim))
+        self.head_layer_norm.build((None, None, self.head_dense.units))
+        self.output_bias = self.add_weight(
+            shape=(self.vocabulary_size,), initializer="zeros", name="output_bias"
+        )
+
+    def _head_logits(self, hidden, embedding, mask_positions=None):
+        """float32 logits `(batch, positions, vocabulary)`, at `mask_positions` if given."""
+        if mask_positions is not None:
+            positions = ops.expand_dims(ops.cast(mask_positions, "int32"), -1)
+            hidden = ops.take_along_axis(hidden, positions, axis=1)
+        hidden = self.head_layer_norm(self.head_dense(hidden))
+        logits = embedding.attend(hidden)
+        return self.float32_logits(logits) + ops.cast(self.output_bias, "float32")
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class MaskedLM(EncoderModelBase):
+class MaskedLM(MaskedLMHead, EncoderModelBase):
     """A Transformer encoder with a masked-language-model head (BERT's pretraining).
 
     Token embeddings plus positions and the encoder stack (the same `encoder`
@@ -119,20 +153,11 @@ class MaskedLM(EncoderModelBase):
             **kwargs,
         )
         self.embedding = self.encoder.get_layer("embedding")
-        self.head_dense = keras.layers.Dense(
-            hidden_dim, activation=_gelu_erf, dtype=self.dtype_policy, name="head_dense"
-        )
-        self.head_layer_norm = LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="head_layer_norm"
-        )
+        self._make_head(hidden_dim, layer_norm_epsilon)
         self.build()
 
     def _build_layers(self):
-        self.head_dense.build((None, None, self.hidden_dim))
-        self.head_layer_norm.build((None, None, self.hidden_dim))
-        self.output_bias = self.add_weight(
-            shape=(self.vocabulary_size,), initializer="zeros", name="output_bias"
-        )
+        self._build_head(self.hidden_dim)
 
     def call(self, inputs, training=None):
         mask_positions = None
@@ -142,9 +167,4 @@ class MaskedLM(EncoderModelBase):
         else:
             token_ids = inputs
         hidden = self.encoder(token_ids, training=training)
-        if mask_positions is not None:
-            positions = ops.expand_dims(ops.cast(mask_positions, "int32"), -1)
-            hidden = ops.take_along_axis(hidden, positions, axis=1)
-        hidden = self.head_layer_norm(self.head_dense(hidden))
-        logits = self.embedding.attend(hidden)
-        return self.float32_logits(logits) + ops.cast(self.output_bias, "float32")
+        return self._head_logits(hidden, self.embedding, mask_positions)

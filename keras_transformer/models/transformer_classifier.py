@@ -139,7 +139,8 @@ class TransformerClassifier(EncoderModelBase):
 
         Args:
             pretrained: an encoder-only model of this library: a `MaskedLM`
-                (e.g. from `load_pretrained(directory).model`) or another
+                (e.g. from `load_pretrained(directory).model`), an
+                `ElectraPretrainer` (its discriminator's encoder) or another
                 `TransformerClassifier`.
             num_classes: int, classes of the new head.
             pooling: `"mean"` or `"cls"`. Defaults to `"mean"`.
@@ -172,8 +173,8 @@ class TransformerClassifier(EncoderModelBase):
         if not isinstance(pretrained, EncoderModelBase):
             raise ValueError(
                 "`pretrained` must be an encoder-only model of this library (`MaskedLM`, "
-                f"`TransformerClassifier`). Received: {type(pretrained).__name__}. A "
-                "keras-hub backbone converts with `from_keras_hub`."
+                "`ElectraPretrainer`, `TransformerClassifier`). Received: "
+                f"{type(pretrained).__name__}. A keras-hub backbone converts with `from_keras_hub`."
             )
         arguments = pretrained.encoder_config()
         arguments.update({name: getattr(pretrained, name) for name in ENCODER_DROPOUTS})

@@ -8,7 +8,7 @@ from keras_transformer.text.classification_dataset import (
     make_classification_dataset,
     tokenize_for_classification,
 )
-from keras_transformer.text.masked_lm_dataset import make_masked_lm_dataset
+from keras_transformer.text.masked_lm_dataset import make_masked_lm_dataset, pack_texts
 from keras_transformer.text.masking import mask_tokens
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import (
@@ -29,6 +29,7 @@ __all__ = [
     "make_masked_lm_dataset",
     "make_translation_dataset",
     "mask_tokens",
+    "pack_texts",
     "tokenize_for_classification",
     "tokenize_source",
     "tokenize_target",

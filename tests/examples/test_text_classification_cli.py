@@ -1,8 +1,8 @@
-"""The classification training command's --mesh: checked with the other flags, in one line."""
+"""The classification commands' flags: checked before anything is written, in one line."""
 
 import pytest
 
-from examples.text_classification import train
+from examples.text_classification import pretrain, train
 
 
 @pytest.mark.parametrize(
@@ -31,3 +31,34 @@ def test_train_reads_a_mesh_as_data_by_model():
     assert train.parse_args(["--quick", "--mesh", "2x4"]).mesh == (2, 4)
     assert train.parse_args(["--quick", "--mesh", "8"]).mesh == (8, 1)
     assert train.parse_args(["--quick"]).mesh is None
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--objective", "bert"], "argument --objective: invalid choice: 'bert'"),
+        (["--minutes", "0"], "--minutes must be positive; got 0.0"),
+        (["--steps", "0"], "--steps must be a positive integer; got 0"),
+        (["--warmup-fraction", "1"], "--warmup-fraction must be in [0, 1); got 1.0"),
+        (["--mask-rate", "1.5"], "--mask-rate must be in (0, 1); got 1.5"),
+        (["--tokenizer", "nowhere"], "--tokenizer: no subword.model in 'nowhere'"),
+        (["--curve", "nowhere/curve.csv"], "--curve: no directory for 'nowhere/curve.csv'"),
+    ],
+)
+def test_pretrain_rejects_bad_flags_in_one_line_before_writing(argv, message, capsys, tmp_path):
+    output = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        pretrain.parse_args(["--quick", "--output-dir", str(output), *argv])
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert sum(line.startswith("error:") or ": error: " in line for line in lines) == 1
+    assert message in lines[-1], lines[-1]
+    assert not output.exists()
+
+
+def test_pretrain_objective_and_packing_flags():
+    args = pretrain.parse_args(["--quick"])
+    assert (args.objective, args.pack, args.steps) == ("mlm", False, None)
+    args = pretrain.parse_args(["--quick", "--objective", "electra", "--pack", "--steps", "9"])
+    assert (args.objective, args.pack, args.steps) == ("electra", True, 9)
+    assert pretrain.OBJECTIVES[args.objective] == "replaced_token_detection"

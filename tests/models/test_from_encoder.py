@@ -159,8 +159,8 @@ def test_a_model_without_an_encoder_is_refused(pretrained):
         TransformerClassifier.from_encoder(make_lm(), NUM_CLASSES)
     assert str(info.value) == (
         "`pretrained` must be an encoder-only model of this library (`MaskedLM`, "
-        "`TransformerClassifier`). Received: TransformerLM. A keras-hub backbone converts "
-        "with `from_keras_hub`."
+        "`ElectraPretrainer`, `TransformerClassifier`). Received: TransformerLM. A keras-hub "
+        "backbone converts with `from_keras_hub`."
     )
     for source, target, name in [
         (make_lm(), pretrained, "source"),
@@ -170,7 +170,7 @@ def test_a_model_without_an_encoder_is_refused(pretrained):
             copy_encoder_weights(source, target)
         assert str(info.value) == (
             f"`{name}` must be an encoder-only model of this library (`MaskedLM`, "
-            "`TransformerClassifier`). Received: TransformerLM."
+            "`ElectraPretrainer`, `TransformerClassifier`). Received: TransformerLM."
         )
 
 
