@@ -210,7 +210,6 @@ def save_figure(results, args, path):
         axes.plot(lengths, [row["perplexity"][str(n)] for n in lengths], marker="o", label=position)
     axes.axvline(args.train_length, color="grey", linestyle=":", linewidth=1)
     axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
     axes.set_xticks(lengths, [str(n) for n in lengths])
     axes.set_xlabel(f"evaluation length (tokens); trained on {args.train_length}")
     axes.set_ylabel("perplexity on IMDB test reviews")
