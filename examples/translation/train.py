@@ -93,6 +93,8 @@ POSITIVE = (
 NON_NEGATIVE = ("checkpoint_every", "min_tokens_per_batch", "seed")
 # `SubwordTokenizer.train`'s least size with byte fallback: 4 special ids, 256 bytes, 1 piece.
 MIN_VOCABULARY_SIZE = 261
+# The learned position table's rows with --position learned.
+LEARNED_POSITIONS = 512
 
 
 def parse_args(argv):
@@ -124,6 +126,13 @@ def parse_args(argv):
         action=argparse.BooleanOptionalAction,
         default=None,
         help="pre-norm blocks (post-norm, the paper's, with --no-norm-first)",
+    )
+    parser.add_argument(
+        "--position",
+        choices=["sinusoidal", "learned", "rotary", "alibi", "none"],
+        default="sinusoidal",
+        help="positions: the paper's sinusoids added to the embeddings (the default), a "
+        "learned table, rotary queries and keys, ALiBi's distance penalty, or none",
     )
     parser.add_argument("--train-pairs", type=int, default=None, help="use the first N pairs")
     parser.add_argument("--eval-pairs", type=int, default=None, help="score the first N pairs")
@@ -269,6 +278,11 @@ def run(args, argv):
         warmup_steps=args.warmup_steps,
         learning_rate_scale=args.learning_rate_scale,
     )
+    if args.position != "sinusoidal":
+        overrides["position"] = None if args.position == "none" else args.position
+    if args.position == "learned":
+        # Training pairs are cut at 256 tokens and translations run 50 past their source.
+        overrides["max_sequence_length"] = LEARNED_POSITIONS
     sizes = ("num_layers", "hidden_dim", "intermediate_dim", "num_heads", "dropout", "norm_first")
     for name in sizes:
         if getattr(args, name) is not None:

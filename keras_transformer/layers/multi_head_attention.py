@@ -10,6 +10,7 @@ from keras_transformer.layers.projection_options import (
     serialize_projection_options,
 )
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
+from keras_transformer.ops.alibi import alibi_bias
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.masks import (
     causal_mask,
@@ -17,7 +18,17 @@ from keras_transformer.ops.masks import (
     merge_masks,
     sliding_window_mask,
 )
-from keras_transformer.validation import check_positive_int, check_rank, check_rate
+from keras_transformer.ops.rotary import apply_rotary_embedding
+from keras_transformer.validation import (
+    check_one_of,
+    check_positive_int,
+    check_rank,
+    check_rate,
+    is_real,
+)
+
+# The positions attention itself can encode; absolute ones are added to the embeddings.
+ATTENTION_POSITIONS = (None, "rotary", "alibi")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -38,6 +49,13 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     from the query (gated attention), both as in `keras.layers.MultiHeadAttention`.
     The layer takes Keras's arguments for that layer by keyword (see the layers
     guide for the differences that remain).
+
+    Relative positions: `position="rotary"` rotates each query and key head by
+    its position (Su et al., 2021), so that their scores depend on the offset
+    between them; `position="alibi"` adds `-slope_h * |i - j|` to head `h`'s
+    logits (Press et al., 2022; the symmetric form without a causal mask).
+    Both follow the absolute positions of a cache: the new steps are rotated
+    (or biased) at `cache_update_index + i`, and the cache holds rotated keys.
 
     Incremental decoding: pass `cache`, a tensor of shape
     `(batch, 2, max_length, num_key_value_heads, key_dim)` holding keys
@@ -71,6 +89,13 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         use_gate: bool, multiply each head's output by
             `sigmoid(query W_g + b_g)` before the output projection
             (Qiu et al., 2025). Defaults to `False`.
+        position: `None`, `"rotary"` or `"alibi"`, the positions the attention
+            encodes itself (see above). Rotary needs an even `key_dim`; ALiBi
+            takes the explicit attention path (its bias is added in float32),
+            so not `flash_attention=True`. Defaults to `None` (none: the
+            paper's attention, positions come from the embeddings).
+        max_wavelength: float, the longest wavelength of the rotary angles
+            (`position="rotary"` only). Defaults to `10000`.
         flash_attention: bool or `None`. `True` requires the flash kernel of
             `keras.ops.dot_product_attention`: dropout, attention scores or a
             value head size other than `key_dim` then raise a `ValueError`, as
@@ -131,6 +156,8 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         - [Ainslie et al., 2023](https://arxiv.org/abs/2305.13245) (grouped-query attention)
         - [Beltagy et al., 2020](https://arxiv.org/abs/2004.05150) (sliding-window attention)
         - [Qiu et al., 2025](https://arxiv.org/abs/2505.06708) (gated attention)
+        - [Su et al., 2021](https://arxiv.org/abs/2104.09864) (rotary position embedding)
+        - [Press et al., 2022](https://arxiv.org/abs/2108.12409) (ALiBi)
     """
 
     def __init__(
@@ -155,10 +182,13 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         bias_constraint=None,
         output_shape=None,
         attention_axes=None,
+        position=None,
+        max_wavelength=10000,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
+        _check_position(position, max_wavelength, flash_attention)
         output_dim = _output_dim(output_dim, output_shape)
         if attention_axes not in (None, 1, (1,), [1]):
             raise ValueError(
@@ -204,6 +234,8 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         self.seed = seed
         self.sliding_window = sliding_window
         self.use_gate = use_gate
+        self.position = position
+        self.max_wavelength = max_wavelength
         # Kept apart from the base layer's `activity_regularizer`, which would apply to
         # the layer's output instead of each projection's.
         self._projection_options = projection_options(locals())
@@ -243,6 +275,12 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             self._key_dim = query_dim // self.num_heads
         else:
             self._key_dim = self.key_dim
+        if self.position == "rotary" and self._key_dim % 2:
+            raise ValueError(
+                f'`position="rotary"` turns pairs of features, so the head size must be even. '
+                f"Received: key_dim={self._key_dim}. Pass an even `key_dim` (or a width and "
+                "`num_heads` whose quotient is even)."
+            )
         self._value_dim = self.value_dim or self._key_dim
         self._num_kv_heads = self.num_key_value_heads or self.num_heads
         if value_shape is None:
@@ -369,9 +407,8 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 (None, None, value.shape[-1]), value.shape, None if key is None else key.shape
             )
         key = value if key is None else key
-        return ops.stack(
-            [self._dense(self.key_dense, key, 1), self._dense(self.value_dense, value, 1)], axis=1
-        )
+        keys = self._rotate(self._dense(self.key_dense, key, 1), 0)
+        return ops.stack([keys, self._dense(self.value_dense, value, 1)], axis=1)
 
     def call(
         self,
@@ -411,11 +448,21 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             q, k, attention_mask, use_causal_mask, cache, cache_update_index,
             query_mask, value_mask, key_mask,
         )  # fmt: skip
+        bias = None
+        if self.position == "alibi":
+            decoding = cache is not None and cache_update_index is not None
+            bias = alibi_bias(
+                self.num_heads,
+                ops.shape(q)[1],
+                ops.shape(k)[1],
+                cache_update_index if decoding else 0,
+            )
         attended = scaled_dot_product_attention(
             q,
             k,
             v,
             mask=mask,
+            bias=bias,
             dropout=self.dropout,
             return_attention_scores=return_attention_scores,
             training=training,
@@ -454,15 +501,24 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 k = self._dense(self.key_dense, value if key is None else key, 1)
                 v = self._dense(self.value_dense, value, 1)
         if cache is None:
-            return q, k, v, None
+            return self._rotate(q, 0), self._rotate(k, 0), v, None
         if cache_update_index is None:
-            return q, cache[:, 0], cache[:, 1], cache
+            # Precomputed keys, rotated by `compute_cache` at positions from 0.
+            return self._rotate(q, 0), cache[:, 0], cache[:, 1], cache
+        # The cache holds rotated keys: each new step is rotated at its own position.
+        q, k = self._rotate(q, cache_update_index), self._rotate(k, cache_update_index)
         # One write of the new steps into the cache itself, which XLA does in place in a
         # decoding loop; slicing keys and values out first and stacking them again copied
         # the whole cache every step.
         new_steps = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
         new_cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new_steps)
         return q, new_cache[:, 0], new_cache[:, 1], new_cache
+
+    def _rotate(self, x, start_index):
+        """`x` rotated from position `start_index` with `position="rotary"`, else `x`."""
+        if self.position != "rotary":
+            return x
+        return apply_rotary_embedding(x, start_index, self.max_wavelength)
 
     def _attention_mask(
         self,
@@ -560,10 +616,33 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 "seed": self.seed,
                 "sliding_window": self.sliding_window,
                 "use_gate": self.use_gate,
+                "position": self.position,
+                "max_wavelength": self.max_wavelength,
                 **serialize_projection_options(self._projection_options),
             }
         )
         return config
+
+
+def _check_position(position, max_wavelength, flash_attention):
+    """Raises a `ValueError` for a `position` or `max_wavelength` the layer cannot use."""
+    if position in ("sinusoidal", "learned"):
+        raise ValueError(
+            f"`position={position!r}` is an absolute position added to the embeddings "
+            "(`TokenAndPositionEmbedding`), not something attention computes. Pass "
+            '`position=None` here, or "rotary" or "alibi" for positions inside attention.'
+        )
+    check_one_of("position", position, ATTENTION_POSITIONS)
+    if not is_real(max_wavelength) or max_wavelength <= 1:
+        raise ValueError(
+            "`max_wavelength` must be a number greater than 1 (the rotary angles' longest "
+            f"wavelength, 10000 in Su et al.). Received: max_wavelength={max_wavelength!r}."
+        )
+    if position == "alibi" and flash_attention:
+        raise ValueError(
+            '`position="alibi"` cannot be honoured with `flash_attention=True`: its bias is '
+            "added to the logits on the explicit path. Pass `flash_attention=None` or False."
+        )
 
 
 def _output_dim(output_dim, output_shape):

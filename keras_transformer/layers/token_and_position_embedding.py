@@ -17,7 +17,9 @@ from keras_transformer.validation import (
     is_real,
 )
 
-POSITIONS = ("sinusoidal", "learned", None)
+# Every choice of positions the models take: absolute ones added here, relative ones
+# ("rotary", "alibi") computed inside attention, for which this layer adds none.
+POSITIONS = ("sinusoidal", "learned", "rotary", "alibi", None)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -38,8 +40,10 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         embedding_dim: int, the model width `d_model`.
         sequence_length: int, longest sequence; required for
             `position="learned"`, ignored otherwise. Defaults to `None`.
-        position: `"sinusoidal"` (the paper), `"learned"` or `None` (no
-            positions). Defaults to `"sinusoidal"`.
+        position: `"sinusoidal"` (the paper), `"learned"`, or `"rotary"`,
+            `"alibi"` and `None`, for which this layer adds no positions (the
+            first two are computed inside attention, see `MultiHeadAttention`).
+            Defaults to `"sinusoidal"`.
         scale_embeddings: bool, multiply the token embeddings by
             `sqrt(embedding_dim)`. Defaults to `True`.
         mask_zero: bool, whether token id 0 is padding: the layer then

@@ -13,8 +13,9 @@ from keras_transformer.layers.projection_options import (
     serialize_projection_options,
 )
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
+from keras_transformer.layers.token_and_position_embedding import POSITIONS
 from keras_transformer.ops.masks import merge_masks, padding_to_attention_mask
-from keras_transformer.validation import check_positive_int, check_rank, check_rate
+from keras_transformer.validation import check_one_of, check_positive_int, check_rank, check_rate
 
 
 class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
@@ -47,10 +48,17 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         activity_regularizer=None,
         kernel_constraint=None,
         bias_constraint=None,
+        position=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
+        check_one_of("position", position, POSITIONS)
+        if position == "alibi" and flash_attention:
+            raise ValueError(
+                '`position="alibi"` cannot be honoured with `flash_attention=True`: its bias '
+                "is added to the logits on the explicit path. Pass `flash_attention=None`."
+            )
         check_positive_int("intermediate_dim", intermediate_dim)
         check_positive_int("key_dim", key_dim, allow_none=True)
         check_positive_int("num_key_value_heads", num_key_value_heads, allow_none=True)
@@ -85,6 +93,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.flash_attention = flash_attention
         self.sliding_window = sliding_window
+        self.position = position
         # Handed to every attention and feed-forward projection, not to the block's output.
         self._projection_options = projection_options(locals())
         if flash_attention and attention_dropout > 0:
@@ -102,7 +111,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
                 f"({self.num_heads}). Choose `num_heads` dividing the width, or pass `key_dim`."
             )
 
-    def _attention(self, name, sliding_window=None):
+    def _attention(self, name, sliding_window=None, position=None):
         return MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
@@ -110,6 +119,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
             dropout=self.attention_dropout,
             flash_attention=self.flash_attention,
             sliding_window=sliding_window,
+            position=position,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
@@ -131,7 +141,11 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         """Checks the inputs' shape and builds the self-attention sub-layer."""
         check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
         self._check_width(inputs_shape[-1])
-        self.self_attention = self._attention(names.SELF_ATTENTION, self.sliding_window)
+        # Absolute positions ("sinusoidal", "learned") were added to the embeddings.
+        attention_position = self.position if self.position in ("rotary", "alibi") else None
+        self.self_attention = self._attention(
+            names.SELF_ATTENTION, self.sliding_window, attention_position
+        )
         self.self_attention.build(inputs_shape, inputs_shape)
         self.self_attention_layer_norm = self._layer_norm(
             names.SELF_ATTENTION_LAYER_NORM, inputs_shape
@@ -210,6 +224,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "flash_attention": self.flash_attention,
                 "sliding_window": self.sliding_window,
+                "position": self.position,
                 **serialize_projection_options(self._projection_options),
             }
         )

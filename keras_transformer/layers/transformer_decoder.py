@@ -54,7 +54,7 @@ class TransformerDecoder(TransformerStackBase):
             `keras.RematScope`, which fails on layers taking `training`
             (see `docs/keras_features.md`). Defaults to `False`.
         **kwargs: every other `TransformerDecoderBlock` argument (including
-            `cross_attention`) and the base layer arguments.
+            `cross_attention` and `position`) and the base layer arguments.
 
     Call arguments:
         Those of `TransformerDecoderBlock`, with a tuple of the blocks' caches

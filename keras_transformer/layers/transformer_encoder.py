@@ -29,7 +29,7 @@ class TransformerEncoder(TransformerStackBase):
             `attention_dropout`, `activation_dropout`, `activation`,
             `norm_first`, `layer_norm_epsilon`, `key_dim`,
             `num_key_value_heads`, initializers, `flash_attention`,
-            `sliding_window`, regularizers and constraints) and the base
+            `sliding_window`, `position`, regularizers and constraints) and the base
             layer arguments such as `name` and `dtype`.
 
     Call arguments:

@@ -53,6 +53,10 @@ class TransformerEncoderBlock(TransformerBlockBase):
             Defaults to `None`.
         bias_constraint: constraint for every projection bias.
             Defaults to `None`.
+        position: the model's choice of positions: `"rotary"` or `"alibi"`
+            make the self-attention encode them (see `MultiHeadAttention`);
+            `"sinusoidal"`, `"learned"` and `None` leave it position-free (the
+            embeddings add absolute positions). Defaults to `None`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:

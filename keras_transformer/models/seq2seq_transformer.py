@@ -34,7 +34,11 @@ class Seq2SeqTransformer(TransformerModelBase):
             Defaults to `0.1`.
         max_sequence_length: int, the longest sequence; required with
             `position="learned"`. Defaults to `None`.
-        position: `"sinusoidal"`, `"learned"` or `None`. Defaults to `"sinusoidal"`.
+        position: `"sinusoidal"` (the paper's table added to the embeddings),
+            `"learned"` (a trained table), `"rotary"` (queries and keys rotated
+            by their position in every self-attention), `"alibi"` (a linear
+            distance penalty on every self-attention's logits) or `None`.
+            Defaults to `"sinusoidal"`.
         norm_first: bool, pre-norm instead of the paper's post-norm.
             Defaults to `False`.
         share_embeddings: bool, one embedding matrix for source and target (a

@@ -139,6 +139,7 @@ class TransformerModelBase(keras.Model):
             activation=self.activation,
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            position=self.position,
             dtype=self.dtype_policy,
         )
 

@@ -1,5 +1,7 @@
-"""Attention maths, masks, dropout and the smoothed cross-entropy, on `keras.ops` only."""
+"""Attention maths, masks, rotary and ALiBi positions, dropout and the smoothed
+cross-entropy, on `keras.ops` only."""
 
+from keras_transformer.ops.alibi import alibi_bias, alibi_slopes
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.cross_entropy import label_smoothed_cross_entropy
 from keras_transformer.ops.dropout import dropout
@@ -11,8 +13,12 @@ from keras_transformer.ops.masks import (
     padding_to_attention_mask,
     sliding_window_mask,
 )
+from keras_transformer.ops.rotary import apply_rotary_embedding, rotary_angles
 
 __all__ = [
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rotary_embedding",
     "causal_mask",
     "dropout",
     "get_keras_mask",
@@ -20,6 +26,7 @@ __all__ = [
     "layer_normalization",
     "merge_masks",
     "padding_to_attention_mask",
+    "rotary_angles",
     "scaled_dot_product_attention",
     "sliding_window_mask",
 ]

@@ -60,9 +60,11 @@ def _check_inputs(query, key, value):
         )
 
 
-def _check_flash_attention(dropout_active, return_attention_scores, query, value):
+def _check_flash_attention(dropout_active, return_attention_scores, query, value, bias=None):
     """Raises a `ValueError` where `flash_attention=True` cannot be honoured."""
-    if dropout_active:
+    if bias is not None:
+        reason = "a logit bias was given (it is added in float32 on the explicit path)"
+    elif dropout_active:
         reason = "dropout is active (the flash kernel has none)"
     elif return_attention_scores:
         reason = "attention scores were requested (the flash kernel never forms them)"
@@ -90,8 +92,9 @@ def scaled_dot_product_attention(
     scale=None,
     seed=None,
     flash_attention=None,
+    bias=None,
 ):
-    """Scaled dot-product attention, `softmax(Q Kᵀ / √d_k) V`.
+    """Scaled dot-product attention, `softmax(Q Kᵀ / √d_k + bias) V`.
 
     Uses the fused `keras.ops.dot_product_attention` (a flash kernel where the
     backend and device have one) when no dropout is active and no attention
@@ -130,6 +133,12 @@ def scaled_dot_product_attention(
             scores, a value head size other than the query's, or a backend or
             device without the kernel. Defaults to `None` (the fused path where it
             pays, the flash kernel where the backend has one).
+        bias: optional float tensor broadcastable to
+            `(batch, num_heads, target_length, source_length)`, added to the
+            scaled logits in float32 before the softmax (ALiBi's distance
+            penalty, `keras_transformer.ops.alibi_bias`). A bias takes the
+            explicit path, so that it is added in float32 under mixed precision.
+            Defaults to `None`.
 
     Returns:
         The attended values, shape `(batch, target_length, num_heads, value_dim)`,
@@ -187,11 +196,11 @@ def scaled_dot_product_attention(
 
     dropout_active = bool(training) and dropout > 0.0
     if flash_attention:
-        _check_flash_attention(dropout_active, return_attention_scores, query, value)
+        _check_flash_attention(dropout_active, return_attention_scores, query, value, bias)
     # JAX's fused kernel (and Keras' fallback for it) wants the value's head size equal to
     # the query's; a value of another size takes the explicit path.
     fusable = value.shape[-1] == head_dim and (flash_attention or fused_attention_pays(query.dtype))
-    if not dropout_active and not return_attention_scores and fusable:
+    if not dropout_active and not return_attention_scores and fusable and bias is None:
         outputs = ops.dot_product_attention(
             query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
         )
@@ -215,6 +224,8 @@ def scaled_dot_product_attention(
     else:
         logits = ops.einsum("btnh,bsnh->bnts", query, key)
         logits = ops.cast(logits, "float32") * scale
+    if bias is not None:
+        logits = logits + ops.cast(bias, "float32")
     if mask is not None:
         logits = ops.where(mask, logits, _MASKED_LOGIT)
     if logits.shape[-1] == 1:

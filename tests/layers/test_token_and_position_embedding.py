@@ -128,8 +128,10 @@ def test_start_index_shifts_positions():
 def test_bad_arguments():
     with pytest.raises(ValueError, match='`position="learned"` needs `sequence_length`'):
         TokenAndPositionEmbedding(10, 8, position="learned")
-    with pytest.raises(ValueError, match="`position` must be one of 'sinusoidal', 'learned', None"):
-        TokenAndPositionEmbedding(10, 8, position="rotary")
+    with pytest.raises(
+        ValueError, match="`position` must be one of 'sinusoidal', 'learned', 'rotary', 'alibi'"
+    ):
+        TokenAndPositionEmbedding(10, 8, position="relative")
     with pytest.raises(ValueError, match="`vocabulary_size` must be a positive integer"):
         TokenAndPositionEmbedding(0, 8)
     with pytest.raises(ValueError, match="`layer_norm` must be a bool"):
