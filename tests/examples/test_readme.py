@@ -17,10 +17,9 @@ import pytest
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 README = (REPOSITORY / "README.md").read_text(encoding="utf-8")
-RESULTS = [
-    REPOSITORY / "examples" / "translation" / "RESULTS.md",
-    REPOSITORY / "examples" / "text_classification" / "RESULTS.md",
-    REPOSITORY / "benchmarks" / "RESULTS.md",
+# Every example's RESULTS.md and the benchmarks'.
+RESULTS = sorted((REPOSITORY / "examples").glob("*/RESULTS.md")) + [
+    REPOSITORY / "benchmarks" / "RESULTS.md"
 ]
 # Blocks that cannot run here, found by a line they hold, and why.
 NOT_RUN = {
