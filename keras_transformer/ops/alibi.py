@@ -4,6 +4,8 @@ import math
 
 from keras import ops
 
+from keras_transformer.ops.masks import absolute_positions
+
 
 def alibi_slopes(num_heads):
     """The heads' slopes: a geometric sequence, as in Press et al., 2022 (section 3).
@@ -66,8 +68,7 @@ def alibi_bias(num_heads, query_length, key_length, start_index=0):
     References:
         - [Press et al., 2022](https://arxiv.org/abs/2108.12409) (ALiBi)
     """
-    queries = ops.arange(query_length, dtype="int32") + ops.cast(start_index, "int32")
-    keys = ops.arange(key_length, dtype="int32")
-    distance = ops.cast(ops.abs(queries[:, None] - keys[None, :]), "float32")
+    queries, keys = absolute_positions(query_length, key_length, start_index)
+    distance = ops.cast(ops.abs(queries - keys), "float32")
     slopes = ops.convert_to_tensor(alibi_slopes(num_heads), dtype="float32")
     return -slopes[None, :, None, None] * distance[None, None, :, :]

@@ -63,7 +63,7 @@ def causal_mask(query_length, key_length=None, start_index=0):
     """
     if key_length is None:
         key_length = query_length
-    positions, keys = _positions(query_length, key_length, start_index)
+    positions, keys = absolute_positions(query_length, key_length, start_index)
     return ops.less_equal(keys, positions)
 
 
@@ -96,11 +96,11 @@ def sliding_window_mask(query_length, key_length, window, start_index=0):
     References:
         - [Beltagy et al., 2020](https://arxiv.org/abs/2004.05150) (Longformer)
     """
-    positions, keys = _positions(query_length, key_length, start_index)
+    positions, keys = absolute_positions(query_length, key_length, start_index)
     return ops.less(ops.abs(positions - keys), window)
 
 
-def _positions(query_length, key_length, start_index):
+def absolute_positions(query_length, key_length, start_index):
     """The queries' absolute positions `(T, 1)` and the keys' `(1, S)`, int32."""
     rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
     keys = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
