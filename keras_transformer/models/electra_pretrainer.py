@@ -66,7 +66,11 @@ class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
         dropout: float. Defaults to `0.1`.
         max_sequence_length: int; required with `position="learned"`.
             Defaults to `None`.
-        position: `"sinusoidal"`, `"learned"` or `None`. Defaults to `"sinusoidal"`.
+        position: `"sinusoidal"` (the paper's table added to the embeddings),
+            `"learned"` (a trained table), `"rotary"` (queries and keys rotated
+            by their position in every self-attention), `"alibi"` (a linear
+            distance penalty on every self-attention's logits) or `None`; the
+            generator attends with the same choice. Defaults to `"sinusoidal"`.
         norm_first: bool. Defaults to `False`.
         pad_id: int. Defaults to `0`.
         attention_dropout: float. Defaults to `0.0`.
