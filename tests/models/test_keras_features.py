@@ -135,6 +135,12 @@ def test_quantized_model_with_lora(case, rng):
     np.testing.assert_array_equal(predict_logits(model, x), quantized)
 
 
+# The encoder-decoder (both stacks, cross-attention, two inputs) and the masked LM (its
+# gather at the masked positions): the classifier's and the LM's layers are among theirs, and
+# both are exported to LiteRT by tests/saving/test_litert.py.
+EXPORT_CASES = [case for case in CASES if case.name in ("seq2seq", "masked_lm")]
+
+
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",
     reason="SavedModel and ONNX export run through TensorFlow here (see docs/keras_features.md)",
@@ -144,11 +150,13 @@ def test_export_saved_model_and_onnx_match_keras_in_a_process_without_this_libra
     pytest.importorskip("onnxruntime")
 
     jobs = {}
-    for case in CASES:
+    for case in EXPORT_CASES:
         model = _randomized(case, rng)
         x, _ = case.data(rng, batch=3)
         # Another batch size and length than any traced before: the signature is dynamic.
         x = {k: v[:, : v.shape[1] - (k != "mask_positions")] for k, v in x.items()}
+        if "mask_positions" in x:  # still inside the shortened rows
+            x["mask_positions"] = np.minimum(x["mask_positions"], x["token_ids"].shape[1] - 1)
         folder = tmp_path / case.name
         model.export(str(folder / "saved_model"), verbose=False)
         model.export(str(folder / "model.onnx"), format="onnx", verbose=False)
@@ -164,7 +172,7 @@ def test_export_saved_model_and_onnx_match_keras_in_a_process_without_this_libra
     answer = ask("check_exports", jobs=jobs)
     assert not answer["imported_keras_transformer"]
     errors = answer["result"]
-    assert set(errors) == {case.name for case in CASES}
+    assert set(errors) == {case.name for case in EXPORT_CASES}
     for name, (saved, onnx) in errors.items():
         assert saved <= 1e-5 and onnx <= 1e-5, (name, saved, onnx)
 
