@@ -178,6 +178,43 @@ def tiny_sst2(tmp_path_factory):
     return directory
 
 
+def test_the_commands_refuse_the_other_kind_of_saved_model(trained, tmp_path, capsys):
+    from keras_transformer.saving import save_pretrained
+
+    classifier_dir = trained[0] / "model"
+    tokenizer = load_pretrained(classifier_dir).tokenizer
+    masked_lm = MaskedLM(
+        tokenizer.vocabulary_size, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32
+    )
+    masked_lm_dir = save_pretrained(masked_lm, tmp_path / "masked_lm", tokenizer)
+    capsys.readouterr()
+    # A masked LM is not a classifier: predict says so in one line.
+    assert_one_line_error(
+        run_main(predict.main, "--model", str(masked_lm_dir), "a film", capsys=capsys),
+        "MaskedLM",
+        "not a classifier",
+    )
+    # And a classifier is not a pretrained encoder for --init-from.
+    assert_one_line_error(
+        run_main(
+            train.main,
+            "--quick",
+            "--init-from",
+            str(classifier_dir),
+            "--output-dir",
+            str(tmp_path / "again"),
+            capsys=capsys,
+        ),  # fmt: skip
+        "not a masked LM",
+    )
+    assert not (tmp_path / "again").exists()
+
+
+# Pretraining and fine-tuning by the commands, one after the other (about 25 s); in the
+# default run the library steps are checked on their own: models/test_from_encoder.py,
+# models/test_masked_lm.py, models/test_electra_pretrainer.py, the `pretrain` flags in
+# examples/test_text_classification_cli.py and the test above (the commands' refusals).
+@pytest.mark.slow
 def test_pretrain_then_fine_tune_reuses_the_encoder(tiny_sst2, tmp_path, capsys):
     pretrained_dir = tmp_path / "pretrain"
     metadata = pretrain.main(
@@ -206,27 +243,6 @@ def test_pretrain_then_fine_tune_reuses_the_encoder(tiny_sst2, tmp_path, capsys)
     assert tuned.metadata["init_from"] == str(pretrained_dir / "model")
     assert tuned.tokenizer.model_proto == bundle.tokenizer.model_proto
     assert tuned.model.encoder_config() == bundle.model.encoder_config()
-    # A masked LM is not a classifier: predict says so in one line.
-    capsys.readouterr()
-    assert_one_line_error(
-        run_main(predict.main, "--model", str(pretrained_dir / "model"), "a film", capsys=capsys),
-        "MaskedLM",
-        "not a classifier",
-    )
-    # And a classifier is not a pretrained encoder for --init-from.
-    assert_one_line_error(
-        run_main(
-            train.main,
-            "--quick",
-            "--init-from",
-            str(tuned_dir / "model"),
-            "--output-dir",
-            str(tmp_path / "again"),
-            capsys=capsys,
-        ),  # fmt: skip
-        "not a masked LM",
-    )
-    assert not (tmp_path / "again").exists()
 
 
 def test_serving_export_classifies_like_the_predict_command(trained):
