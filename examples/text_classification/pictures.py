@@ -70,24 +70,37 @@ def save_attention_picture(model, tokenizer, text, path, max_length):
 def save_pretraining_curves(curves, path):
     """The probe's masked-token accuracy and loss against tokens seen, one line per run.
 
+    A third panel shows the ELECTRA discriminators' area under the ROC curve on the probe
+    when a curve has it (`probe_replaced_auc`).
+
     Args:
         curves: dict from a run's label to the CSV file its `pretrain --curve` wrote.
         path: the PNG to write.
     """
     import csv
 
-    figure, (accuracy_axes, loss_axes) = plt.subplots(1, 2, figsize=(10, 4))
+    runs = {}
     for label, csv_path in curves.items():
         with open(csv_path, encoding="utf-8") as file:
-            rows = list(csv.DictReader(file))
+            runs[label] = list(csv.DictReader(file))
+    with_auc = [label for label, rows in runs.items() if rows and rows[0].get("probe_replaced_auc")]
+    figure, panels = plt.subplots(1, 3 if with_auc else 2, figsize=(15 if with_auc else 10, 4))
+    accuracy_axes, loss_axes = panels[:2]
+    for label, rows in runs.items():
         tokens = [int(row["tokens_seen"]) / 1e6 for row in rows]
         accuracy_axes.plot(tokens, [float(r["probe_masked_accuracy"]) for r in rows], label=label)
         loss_axes.plot(tokens, [float(r["probe_loss"]) for r in rows], label=label)
-    for axes, name in ((accuracy_axes, "masked-token accuracy"), (loss_axes, "masked-token loss")):
+        if label in with_auc:
+            auc = [float(r["probe_replaced_auc"]) for r in rows]
+            panels[2].plot(tokens, auc, label=label)
+    names = ["masked-token accuracy", "masked-token loss", "replaced-token ROC AUC"]
+    for axes, name in zip(panels, names):
         axes.set_xlabel("tokens seen (millions)")
         axes.set_ylabel(f"probe {name}")
         axes.grid(alpha=0.3)
     accuracy_axes.legend(fontsize=8)
+    if with_auc:
+        panels[2].set_title("ELECTRA discriminator (0.5: chance)", fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)

@@ -5,7 +5,11 @@ a fixed probe: 512 training texts, one per row (up to 128 pieces), 15% of their 
 masked once with a fixed seed. Every run scores the same probe whatever it trains with
 (mask rate, packing, sequence length, objective), so the curves compare. The probe is
 training text, never dev or test text: it measures how far the optimisation got, not how
-well it generalises. For an ELECTRA pretrainer the probe scores its generator.
+well it generalises. For an ELECTRA pretrainer the probe scores its generator, and its
+discriminator on the probe with the generator's samples in place of the masked tokens:
+accuracy, and the area under the ROC curve of its logits for replaced against original
+tokens (0.5: no better than chance). The area shows a discriminator learning before its
+accuracy leaves the base rate, the share of original tokens.
 """
 
 import csv
@@ -26,6 +30,8 @@ FIELDS = (
     "train_loss",
     "probe_loss",
     "probe_masked_accuracy",
+    "probe_replaced_accuracy",
+    "probe_replaced_auc",
 )
 
 
@@ -84,6 +90,43 @@ def score_probe(model, batches, pad_id):
     return total_loss / max(count, 1), correct / max(count, 1)
 
 
+def roc_auc(scores, positive):
+    """The area under the ROC curve: how often a positive outscores a negative (ties: half)."""
+    scores = np.asarray(scores, "float64").ravel()
+    positive = np.asarray(positive, bool).ravel()
+    # Mann-Whitney: the positives' rank sum, tied scores sharing their mean rank.
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    first_rank = np.cumsum(counts) - counts + 1
+    ranks = (first_rank + (counts - 1) / 2)[inverse]
+    n_positive = int(positive.sum())
+    n_negative = positive.size - n_positive
+    if n_positive == 0 or n_negative == 0:
+        return float("nan")
+    return (ranks[positive].sum() - n_positive * (n_positive + 1) / 2) / (n_positive * n_negative)
+
+
+def score_replacements(model, batches, pad_id):
+    """`(accuracy, auc)` of an ELECTRA discriminator on the probe, the generator's samples in place.
+
+    The sampling seed's state is put back afterwards, so scoring the probe does not change
+    the replacements training draws.
+    """
+    state = keras.ops.convert_to_numpy(model.sampling_seed.state)
+    logits, replaced, used = [], [], []
+    for inputs, labels in batches:
+        predictions = model(inputs, training=False)
+        ids, is_replaced = model.replace_tokens(
+            inputs["token_ids"], inputs["mask_positions"], labels, predictions
+        )
+        logits.append(keras.ops.convert_to_numpy(model.discriminate(ids)).ravel())
+        replaced.append(keras.ops.convert_to_numpy(is_replaced).ravel())
+        used.append((np.asarray(inputs["token_ids"]) != pad_id).ravel())
+    model.sampling_seed.state.assign(state)
+    logits, replaced, used = (np.concatenate(a) for a in (logits, replaced, used))
+    logits, replaced = logits[used], replaced[used]
+    return float(np.mean((logits > 0) == replaced)), roc_auc(logits, replaced)
+
+
 class PretrainingCurve(keras.callbacks.Callback):
     """Writes a row of `FIELDS` to a CSV file every `every_seconds` of training and at the end."""
 
@@ -121,6 +164,10 @@ class PretrainingCurve(keras.callbacks.Callback):
         minutes = self._training_seconds() / 60
         began = time.time()
         loss, accuracy = score_probe(self.model, self.batches, self.pad_id)
+        detection = ("", "")
+        if hasattr(self.model, "discriminate"):
+            detection = score_replacements(self.model, self.batches, self.pad_id)
+            detection = tuple(round(value, 4) for value in detection)
         self.scoring += time.time() - began
         tokens, predictions = (int(counter.numpy()) for counter in self.counters)
         train_loss = getattr(self, "last_loss", None)
@@ -132,6 +179,7 @@ class PretrainingCurve(keras.callbacks.Callback):
             "" if train_loss is None else round(float(train_loss), 4),
             round(loss, 4),
             round(accuracy, 4),
+            *detection,
         )
         self.rows.append(dict(zip(FIELDS, row)))
         with open(self.path, "a", newline="", encoding="utf-8") as file:
