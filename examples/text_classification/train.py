@@ -1,16 +1,17 @@
 """Train a Transformer sentiment classifier on SST-2 or IMDB, from scratch or fine-tuned.
 
 From scratch, a SentencePiece vocabulary is learned on the training texts and a
-`TransformerClassifier` trained on them; with `--init-from DIR` (a masked LM saved
-by `examples.text_classification.pretrain`) its tokenizer and encoder are reused
-and fine-tuned (`TransformerClassifier.from_encoder`). A slice of the training set
-is held out for early stopping (for SST-2, long phrases whose overlapping phrases
-are dropped from training), so the reported set (SST-2 dev, IMDB test) is looked
-at once, at the end. Prints accuracy and F1, saves the model, tokenizer and
-scores with `save_pretrained` (`<output-dir>/model`, for
+`TransformerClassifier` trained on them; with `--init-from DIR` (a masked LM or ELECTRA
+pretrainer saved by `examples.text_classification.pretrain`, or a classifier this
+command saved, e.g. one trained on IMDB before SST-2) its tokenizer and encoder are
+reused and fine-tuned with a new head (`TransformerClassifier.from_encoder`). A slice of
+the training set is held out for early stopping (for SST-2, long phrases whose
+overlapping phrases are dropped from training), so the reported set (SST-2 dev, IMDB
+test) is looked at once, at the end. Prints accuracy and F1, saves the model, tokenizer
+and scores with `save_pretrained` (`<output-dir>/model`, for
 `examples.text_classification.predict`), a SavedModel with `export_serving`
-(`<output-dir>/serving`: strings in, label and probabilities out), training
-curves and an attention picture.
+(`<output-dir>/serving`: strings in, label and probabilities out), training curves and
+an attention picture.
 
 With `--mesh DATAxMODEL` it trains on a device mesh (docs/distribution.md): the batches
 are split over the DATA replicas, so `--batch-size` must be a multiple of DATA, and a
@@ -95,7 +96,8 @@ def parse_args(argv):
     parser.add_argument(
         "--init-from",
         default=None,
-        help="a masked LM or ELECTRA pretrainer saved by ...text_classification.pretrain",
+        help="a masked LM or ELECTRA pretrainer saved by ...text_classification.pretrain, or "
+        "a classifier saved by this command (its encoder gets a new head)",
     )
     parser.add_argument(
         "--lora-rank",
@@ -279,11 +281,12 @@ def load_pretrained_encoder(path):
     from keras_transformer.saving import load_pretrained
 
     bundle = load_pretrained(path)
-    if not isinstance(bundle.model, (kt.models.MaskedLM, kt.models.ElectraPretrainer)):
+    encoders = (kt.models.MaskedLM, kt.models.ElectraPretrainer, kt.models.TransformerClassifier)
+    if not isinstance(bundle.model, encoders):
         raise ValueError(
-            f"--init-from '{path}' holds a {type(bundle.model).__name__}, not a masked LM or an "
-            "ELECTRA pretrainer; pass "
-            "the model/ folder written by `python -m examples.text_classification.pretrain`."
+            f"--init-from '{path}' holds a {type(bundle.model).__name__}, not a masked LM, an "
+            "ELECTRA pretrainer or a classifier; pass the model/ folder written by "
+            "`python -m examples.text_classification.pretrain` or `...train`."
         )
     if bundle.tokenizer is None:
         raise ValueError(f"--init-from '{path}' holds no tokenizer; save it with one.")

@@ -9,7 +9,7 @@ import pytest
 
 from examples.text_classification import predict, pretrain, train
 from examples.text_classification.data import load_sst2
-from keras_transformer.models import MaskedLM, TransformerClassifier
+from keras_transformer.models import MaskedLM, TransformerClassifier, TransformerLM
 from keras_transformer.saving import load_pretrained
 from tests.examples.example_runs import CLASSIFICATION_SMALL
 from tests.saved_model_loader import classify_in_fresh_process
@@ -194,18 +194,27 @@ def test_the_commands_refuse_the_other_kind_of_saved_model(trained, tmp_path, ca
         "MaskedLM",
         "not a classifier",
     )
-    # And a classifier is not a pretrained encoder for --init-from.
+    # A classifier's encoder fine-tunes again (e.g. IMDB, then SST-2); a language model
+    # is no encoder for --init-from.
+    assert isinstance(
+        train.load_pretrained_encoder(str(classifier_dir)).model, TransformerClassifier
+    )
+    language_model = TransformerLM(
+        tokenizer.vocabulary_size, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32
+    )
+    language_model_dir = save_pretrained(language_model, tmp_path / "lm", tokenizer)
+    capsys.readouterr()
     assert_one_line_error(
         run_main(
             train.main,
             "--quick",
             "--init-from",
-            str(classifier_dir),
+            str(language_model_dir),
             "--output-dir",
             str(tmp_path / "again"),
             capsys=capsys,
         ),  # fmt: skip
-        "not a masked LM",
+        "TransformerLM, not a masked LM, an ELECTRA pretrainer or a classifier",
     )
     assert not (tmp_path / "again").exists()
 
