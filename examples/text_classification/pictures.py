@@ -88,11 +88,12 @@ def save_pretraining_curves(curves, path):
     accuracy_axes, loss_axes = panels[:2]
     for label, rows in runs.items():
         tokens = [int(row["tokens_seen"]) / 1e6 for row in rows]
-        accuracy_axes.plot(tokens, [float(r["probe_masked_accuracy"]) for r in rows], label=label)
-        loss_axes.plot(tokens, [float(r["probe_loss"]) for r in rows], label=label)
+        accuracy = [float(r["probe_masked_accuracy"]) for r in rows]
+        (line,) = accuracy_axes.plot(tokens, accuracy, label=label)
+        loss_axes.plot(tokens, [float(r["probe_loss"]) for r in rows], color=line.get_color())
         if label in with_auc:
             auc = [float(r["probe_replaced_auc"]) for r in rows]
-            panels[2].plot(tokens, auc, label=label)
+            panels[2].plot(tokens, auc, color=line.get_color())
     names = ["masked-token accuracy", "masked-token loss", "replaced-token ROC AUC"]
     for axes, name in zip(panels, names):
         axes.set_xlabel("tokens seen (millions)")
