@@ -54,8 +54,8 @@ from examples.text_classification.schedule import WARMUP_FRACTION, fine_tuning_o
 TOKENIZER_FILE = "subword.model"
 
 OBJECTIVES = {"mlm": "masked_lm", "electra": "replaced_token_detection"}
-# 16 minutes on the 2-core AVX-512 CPU of RESULTS.md's recorded runs; `minutes` caps slower
-# CPUs at an hour (a 2-core AVX2 EPYC trains 1,332 of the 17,418 steps in 5 minutes).
+# `minutes` caps the six epochs at an hour on CPUs slower than the one of RESULTS.md's
+# recorded runs, where they take 16 minutes.
 FULL = dict(
     vocabulary_size=8000,
     preset="tiny",
