@@ -13,6 +13,7 @@ from keras_transformer.layers.transformer_decoder import TransformerDecoder
 from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
+from keras_transformer.layers.zero_rows import ZeroRows
 
 __all__ = [
     "Dropout",
@@ -27,5 +28,6 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoder",
     "TransformerEncoderBlock",
+    "ZeroRows",
     "gelu_approximate",
 ]

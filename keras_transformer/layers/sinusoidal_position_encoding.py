@@ -4,21 +4,28 @@ from keras import ops
 from keras_transformer.validation import check_rank, is_real
 
 
-def sinusoidal_table(length, width, max_wavelength=10000.0, start_index=0):
+def sinusoidal_table(length, width, max_wavelength=10000.0, start_index=0, interleave=True):
     """The paper's position table, `(length, width)`, in float32.
 
     `PE[pos, 2i] = sin(pos / max_wavelength^(2i/width))` and
-    `PE[pos, 2i+1] = cos(pos / max_wavelength^(2i/width))`.
+    `PE[pos, 2i+1] = cos(pos / max_wavelength^(2i/width))`; with `interleave=False`
+    the same sines fill the first `ceil(width / 2)` columns and the cosines the rest.
     """
     positions = ops.cast(ops.arange(length), "float32") + ops.cast(start_index, "float32")
     dims = ops.arange(width)
-    exponents = ops.cast(dims - dims % 2, "float32") / float(width)
+    if interleave:
+        frequency_index = dims // 2
+        is_sine = ops.equal(dims % 2, 0)
+    else:
+        sines = (width + 1) // 2
+        is_sine = ops.less(dims, sines)
+        frequency_index = ops.where(is_sine, dims, dims - sines)
+    exponents = ops.cast(2 * frequency_index, "float32") / float(width)
     # Angles in float32 stay within a few 1e-5 radians at position ~1000; in a 16-bit
     # compute dtype they would be off by whole radians (keras-hub: errors up to 1.99).
     inverse_frequencies = ops.power(float(max_wavelength), -exponents)
     angles = positions[:, None] * inverse_frequencies[None, :]
-    even = ops.equal(dims % 2, 0)[None, :]
-    return ops.where(even, ops.sin(angles), ops.cos(angles))
+    return ops.where(is_sine[None, :], ops.sin(angles), ops.cos(angles))
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -35,6 +42,11 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     Args:
         max_wavelength: float, the longest wavelength, `10000` in the paper.
             Defaults to `10000`.
+        interleave: bool, sines at even and cosines at odd columns, as the
+            paper writes the formula. `False` puts the same sines in the first
+            half of the vector and the cosines in the second, as tensor2tensor
+            and Marian (the Hugging Face opus-mt models) lay them out.
+            Defaults to `True`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
@@ -54,7 +66,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 3.5
     """
 
-    def __init__(self, max_wavelength=10000, **kwargs):
+    def __init__(self, max_wavelength=10000, interleave=True, **kwargs):
         super().__init__(**kwargs)
         if not is_real(max_wavelength):
             raise ValueError(
@@ -64,7 +76,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
             raise ValueError(
                 f"`max_wavelength` must be greater than 1. Received: {max_wavelength!r}."
             )
+        if not isinstance(interleave, bool):
+            raise ValueError(
+                "`interleave` must be True (sin, cos, sin, ...) or False (sines, then "
+                f"cosines). Received: interleave={interleave!r}."
+            )
         self.max_wavelength = max_wavelength
+        self.interleave = interleave
         self.supports_masking = True
         self.built = True
 
@@ -73,7 +91,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
             check_rank("inputs", inputs.shape, 3, "`(batch, length, width)`")
         shape = ops.shape(inputs)
         width = inputs.shape[-1]
-        table = sinusoidal_table(shape[-2], width, self.max_wavelength, start_index)
+        table = sinusoidal_table(
+            shape[-2], width, self.max_wavelength, start_index, self.interleave
+        )
         return ops.broadcast_to(ops.cast(table, self.compute_dtype), shape)
 
     def compute_output_shape(self, input_shape):
@@ -82,4 +102,5 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config["max_wavelength"] = self.max_wavelength
+        config["interleave"] = self.interleave
         return config

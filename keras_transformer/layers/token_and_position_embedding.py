@@ -55,6 +55,13 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         layer_norm_epsilon: float, epsilon of that layer normalization.
             Defaults to `1e-6`.
         max_wavelength: float, for the sinusoidal table. Defaults to `10000`.
+        interleave_sinusoids: bool, the sinusoidal table's layout (see
+            `SinusoidalPositionEncoding`'s `interleave`): `False` for Marian's
+            sines-then-cosines. Defaults to `True`.
+        num_token_types: int, the size of a token-type (segment) table whose
+            rows are added to the sum, as BERT adds its sentence A/B
+            embeddings; the call then takes `token_type_ids`. Defaults to
+            `None`: no token types.
         embeddings_initializer: initializer for the token matrix. Defaults to
             `None`, meaning `RandomNormal(stddev=embedding_dim**-0.5)`.
         embeddings_regularizer: regularizer for the token matrix (as in
@@ -65,6 +72,8 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
 
     Call arguments:
         inputs: int tensor `(batch, length)` of token ids.
+        token_type_ids: int tensor `(batch, length)`, with `num_token_types`.
+            Defaults to `None`: type 0 everywhere.
         start_index: int or scalar tensor, position of the first token (for
             incremental decoding). Defaults to `0`.
         training: bool, whether dropout is active.
@@ -99,6 +108,8 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         embeddings_regularizer=None,
         embeddings_constraint=None,
+        interleave_sinusoids=True,
+        num_token_types=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -107,6 +118,12 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         check_positive_int("sequence_length", sequence_length, allow_none=True)
         check_one_of("position", position, POSITIONS)
         check_rate("dropout", dropout)
+        check_positive_int("num_token_types", num_token_types, allow_none=True)
+        if not isinstance(interleave_sinusoids, bool):
+            raise ValueError(
+                "`interleave_sinusoids` must be a bool. "
+                f"Received: interleave_sinusoids={interleave_sinusoids!r}."
+            )
         if not isinstance(layer_norm, bool):
             raise ValueError(f"`layer_norm` must be a bool. Received: layer_norm={layer_norm!r}.")
         if not is_real(layer_norm_epsilon) or not layer_norm_epsilon > 0:
@@ -127,6 +144,8 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         self.mask_zero = mask_zero
         self.dropout = dropout
         self.max_wavelength = max_wavelength
+        self.interleave_sinusoids = interleave_sinusoids
+        self.num_token_types = num_token_types
         self.embeddings_initializer = (
             None
             if embeddings_initializer is None
@@ -158,7 +177,10 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         hidden_shape = tuple(inputs_shape) + (self.embedding_dim,)
         if self.position == "sinusoidal":
             self.position_embedding = SinusoidalPositionEncoding(
-                self.max_wavelength, dtype=self.dtype_policy, name="position_encoding"
+                self.max_wavelength,
+                interleave=self.interleave_sinusoids,
+                dtype=self.dtype_policy,
+                name="position_encoding",
             )
         elif self.position == "learned":
             self.position_embedding = PositionEmbedding(
@@ -168,6 +190,18 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
             self.position_embedding = None
         if self.position_embedding is not None:
             self.position_embedding.build(hidden_shape)
+        self.token_type_embedding = None
+        if self.num_token_types is not None:
+            self.token_type_embedding = keras.layers.Embedding(
+                self.num_token_types,
+                self.embedding_dim,
+                embeddings_initializer=keras.initializers.RandomNormal(
+                    stddev=self.embedding_dim**-0.5
+                ),
+                dtype=self.dtype_policy,
+                name="token_type_embedding",
+            )
+            self.token_type_embedding.build(inputs_shape)
         self.embedding_layer_norm = None
         if self.layer_norm:
             self.embedding_layer_norm = LayerNormalization(
@@ -186,7 +220,7 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         """The token matrix, `(vocabulary_size, embedding_dim)`."""
         return self.token_embedding.embeddings
 
-    def call(self, inputs, start_index=0, training=None):
+    def call(self, inputs, token_type_ids=None, start_index=0, training=None):
         check_rank("inputs", inputs.shape, 2, "`(batch, length)` of token ids")
         # Keras's int8 / int4 embedding divides by its float32 scales after casting, so
         # under mixed precision it returns float32: back to the compute dtype.
@@ -195,6 +229,15 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
             x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
         if self.position_embedding is not None:
             x = x + self.position_embedding(x, start_index=start_index)
+        if self.token_type_embedding is not None:
+            if token_type_ids is None:
+                token_type_ids = ops.zeros_like(inputs)
+            x = x + ops.cast(self.token_type_embedding(token_type_ids), x.dtype)
+        elif token_type_ids is not None:
+            raise ValueError(
+                "`token_type_ids` were passed, but this layer has no token-type table. "
+                "Build it with `num_token_types=...`, or leave `token_type_ids` out."
+            )
         if self.embedding_layer_norm is not None:
             x = self.embedding_layer_norm(x)
         return self.embedding_dropout(x, training=training)
@@ -234,6 +277,8 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
                 "mask_zero": self.mask_zero,
                 "dropout": self.dropout,
                 "max_wavelength": self.max_wavelength,
+                "interleave_sinusoids": self.interleave_sinusoids,
+                "num_token_types": self.num_token_types,
                 "embeddings_initializer": (
                     None
                     if self.embeddings_initializer is None

@@ -79,6 +79,8 @@ class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
         layer_norm_epsilon: float, of every layer normalization. Defaults to `1e-6`.
         scale_embeddings: bool, multiply the token embeddings by √d. Defaults to `True`.
         embedding_layer_norm: bool, normalize the embedding sum. Defaults to `False`.
+        num_token_types: int, the size of a token-type (segment) table, as in
+            `MaskedLM`. Defaults to `None`: none.
         generator_num_layers: int, the generator's blocks. Defaults to `None`:
             `num_layers`.
         generator_hidden_dim: int, the generator's width. Defaults to `None`:
@@ -144,6 +146,7 @@ class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
         layer_norm_epsilon=1e-6,
         scale_embeddings=True,
         embedding_layer_norm=False,
+        num_token_types=None,
         generator_num_layers=None,
         generator_hidden_dim=None,
         generator_num_heads=None,
@@ -168,6 +171,7 @@ class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
             layer_norm_epsilon=layer_norm_epsilon,
             scale_embeddings=scale_embeddings,
             embedding_layer_norm=embedding_layer_norm,
+            num_token_types=num_token_types,
             **kwargs,
         )
         # A quarter of the discriminator's width: the generator ELECTRA found best.
@@ -267,7 +271,7 @@ class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
         >>> tuple(model.discriminate(keras.ops.ones((2, 7), "int32")).shape)
         (2, 7)
         """
-        hidden = self.encoder(token_ids, training=training)
+        hidden = self.encode(token_ids, training=training)
         logits = self.discriminator_output(self.discriminator_dense(hidden))
         return self.float32_logits(ops.squeeze(logits, axis=-1))
 

@@ -23,6 +23,7 @@ ENCODER_ARCHITECTURE = (
     "layer_norm_epsilon",
     "scale_embeddings",
     "embedding_layer_norm",
+    "num_token_types",
 )
 ENCODER_DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
 
@@ -59,6 +60,7 @@ class EncoderModelBase(TransformerModelBase):
         layer_norm_epsilon,
         scale_embeddings,
         embedding_layer_norm,
+        num_token_types=None,
         **kwargs,
     ):
         super().__init__(pad_id=pad_id, **kwargs)
@@ -70,17 +72,63 @@ class EncoderModelBase(TransformerModelBase):
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         padding_mask = ops.not_equal(token_ids, pad_id)
-        x = self._embedding(
+        embedding = self._embedding(
             vocabulary_size,
             name="embedding",
             scale_embeddings=scale_embeddings,
             layer_norm=embedding_layer_norm,
             layer_norm_epsilon=layer_norm_epsilon,
-        )(token_ids)
+            num_token_types=num_token_types,
+        )
+        if num_token_types is None:
+            inputs = token_ids
+            x = embedding(token_ids)
+        else:
+            token_type_ids = keras.Input((None,), dtype="int32", name="token_type_ids")
+            inputs = {"token_ids": token_ids, "token_type_ids": token_type_ids}
+            x = embedding(token_ids, token_type_ids=token_type_ids)
         x = TransformerEncoder(num_layers, name="transformer_encoder", **self._stack_arguments())(
             x, padding_mask=padding_mask
         )
-        self.encoder = keras.Model(token_ids, x, name="encoder")
+        self.encoder = keras.Model(inputs, x, name="encoder")
+
+    def encode(self, inputs, training=None):
+        """Hidden states `(batch, length, hidden_dim)` of the encoder.
+
+        Args:
+            inputs: int token ids `(batch, length)`, or a dict with
+                `"token_ids"` and, for a model built with `num_token_types`,
+                optionally `"token_type_ids"` (type 0 where absent). Other
+                keys are ignored.
+            training: bool, whether dropout is active. Defaults to `None`.
+
+        Returns:
+            A float tensor `(batch, length, hidden_dim)`.
+        """
+        if not isinstance(inputs, dict):
+            inputs = {"token_ids": inputs}
+        token_ids = inputs["token_ids"]
+        if self.num_token_types is None:
+            if inputs.get("token_type_ids") is not None:
+                raise ValueError(
+                    "`token_type_ids` were passed, but this model has no token types. Build "
+                    "it with `num_token_types=...` (BERT: 2), or leave them out."
+                )
+            return self.encoder(token_ids, training=training)
+        token_type_ids = inputs.get("token_type_ids")
+        if token_type_ids is None:
+            token_type_ids = ops.zeros_like(token_ids)
+        return self.encoder(
+            {"token_ids": token_ids, "token_type_ids": token_type_ids}, training=training
+        )
+
+    def export_input_signature(self):
+        signature = super().export_input_signature()
+        if self.num_token_types is not None:
+            signature["token_type_ids"] = keras.InputSpec(
+                shape=(None, None), dtype="int32", name="token_type_ids"
+            )
+        return signature
 
     def encoder_config(self):
         """The arguments that define the encoder's weights (no dropout rates), as a dict.

@@ -95,6 +95,9 @@ class MaskedLM(MaskedLMHead, EncoderModelBase):
             paper does (BERT does not). Defaults to `True`.
         embedding_layer_norm: bool, normalize the embedding sum as BERT does.
             Defaults to `False`.
+        num_token_types: int, the size of a token-type (segment) table added
+            to the embeddings, as BERT's sentence A/B table (2); the inputs
+            may then hold `"token_type_ids"`. Defaults to `None`: none.
         **kwargs: base model arguments such as `name` and `dtype`.
 
     Example:
@@ -135,6 +138,7 @@ class MaskedLM(MaskedLMHead, EncoderModelBase):
         layer_norm_epsilon=1e-6,
         scale_embeddings=True,
         embedding_layer_norm=False,
+        num_token_types=None,
         **kwargs,
     ):
         super().__init__(
@@ -154,6 +158,7 @@ class MaskedLM(MaskedLMHead, EncoderModelBase):
             layer_norm_epsilon=layer_norm_epsilon,
             scale_embeddings=scale_embeddings,
             embedding_layer_norm=embedding_layer_norm,
+            num_token_types=num_token_types,
             **kwargs,
         )
         self.embedding = self.encoder.get_layer("embedding")
@@ -164,11 +169,6 @@ class MaskedLM(MaskedLMHead, EncoderModelBase):
         self._build_head(self.hidden_dim)
 
     def call(self, inputs, training=None):
-        mask_positions = None
-        if isinstance(inputs, dict):
-            token_ids = inputs["token_ids"]
-            mask_positions = inputs.get("mask_positions")
-        else:
-            token_ids = inputs
-        hidden = self.encoder(token_ids, training=training)
+        mask_positions = inputs.get("mask_positions") if isinstance(inputs, dict) else None
+        hidden = self.encode(inputs, training=training)
         return self._head_logits(hidden, self.embedding, mask_positions)

@@ -1,7 +1,9 @@
 import keras
+from keras import ops
 
 from keras_transformer.layers.transformer_decoder import TransformerDecoder
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
+from keras_transformer.layers.zero_rows import ZeroRows
 from keras_transformer.models.transformer_model_base import TransformerModelBase
 
 
@@ -56,6 +58,17 @@ class Seq2SeqTransformer(TransformerModelBase):
             only the positions within `sliding_window - 1` of the query's (the
             decoder's, earlier ones only); cross-attention sees the whole
             source. Defaults to `None`.
+        scale_embeddings: bool, multiply the token embeddings by √d
+            (section 3.4). Defaults to `True`.
+        interleave_sinusoids: bool, the sinusoidal table's layout: sin and
+            cos alternating, as the paper writes it, or (`False`) sines then
+            cosines, as Marian lays it out. Defaults to `True`.
+        output_bias: bool, add a learned bias per target token to the logits
+            (Marian's `final_logits_bias`). Defaults to `False`.
+        zero_pad_embedding: bool, keep the `pad_id` rows of the embeddings at
+            zero through training (`keras_transformer.layers.ZeroRows`), as
+            PyTorch's `nn.Embedding(padding_idx=...)` does: Marian starts its
+            decoder from the pad token's zero embedding. Defaults to `False`.
         **kwargs: base model arguments such as `name` and `dtype` (a dtype
             policy such as `"mixed_bfloat16"`).
 
@@ -102,6 +115,12 @@ class Seq2SeqTransformer(TransformerModelBase):
         "layer_norm_epsilon",
         "num_key_value_heads",
         "sliding_window",
+        "scale_embeddings",
+        "interleave_sinusoids",
+        "output_bias",
+        "zero_pad_embedding",
+        "start_id",
+        "end_id",
     )
 
     def __init__(
@@ -126,6 +145,12 @@ class Seq2SeqTransformer(TransformerModelBase):
         layer_norm_epsilon=1e-6,
         num_key_value_heads=None,
         sliding_window=None,
+        scale_embeddings=True,
+        interleave_sinusoids=True,
+        output_bias=False,
+        zero_pad_embedding=False,
+        start_id=None,
+        end_id=None,
         **kwargs,
     ):
         super().__init__(pad_id=pad_id, **kwargs)
@@ -144,13 +169,24 @@ class Seq2SeqTransformer(TransformerModelBase):
                 f"target_vocabulary_size={target_vocabulary_size}. Use a shared vocabulary "
                 "or `share_embeddings=False`."
             )
+        flags = (("output_bias", output_bias), ("zero_pad_embedding", zero_pad_embedding))
+        for name, value in flags:
+            if not isinstance(value, bool):
+                raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}.")
         self._keep_arguments(locals())
 
-        self.source_embedding = self._embedding(source_vocabulary_size, name="source_embedding")
+        embedding_args = dict(
+            scale_embeddings=scale_embeddings,
+            interleave_sinusoids=interleave_sinusoids,
+            embeddings_constraint=ZeroRows(pad_id) if zero_pad_embedding else None,
+        )
+        self.source_embedding = self._embedding(
+            source_vocabulary_size, name="source_embedding", **embedding_args
+        )
         self.target_embedding = (
             self.source_embedding
             if share_embeddings
-            else self._embedding(target_vocabulary_size, name="target_embedding")
+            else self._embedding(target_vocabulary_size, name="target_embedding", **embedding_args)
         )
         block_args = dict(
             num_key_value_heads=num_key_value_heads,
@@ -171,6 +207,7 @@ class Seq2SeqTransformer(TransformerModelBase):
         self.decoder.build(hidden_shape, hidden_shape)
         if self.output_projection is not None:
             self.output_projection.build(hidden_shape)
+        self._build_logits_bias(self.target_vocabulary_size)
 
     def encode(self, encoder_token_ids, training=None):
         """Runs the embedding and the encoder stack over the source ids.
@@ -234,10 +271,16 @@ class Seq2SeqTransformer(TransformerModelBase):
         (1, 2, 100)
         """
         x = self.target_embedding(decoder_token_ids, training=training)
+        # The first decoder position holds the start token, never padding, even where the
+        # start token is the pad token (Marian).
+        padding_mask = self.padding_mask(decoder_token_ids)
+        padding_mask = ops.concatenate(
+            [ops.ones_like(padding_mask[:, :1]), padding_mask[:, 1:]], axis=1
+        )
         x = self.decoder(
             x,
             encoder_outputs,
-            decoder_padding_mask=self.padding_mask(decoder_token_ids),
+            decoder_padding_mask=padding_mask,
             encoder_padding_mask=encoder_padding_mask,
             training=training,
         )
@@ -349,10 +392,10 @@ class Seq2SeqTransformer(TransformerModelBase):
             beam_size: int. Defaults to `4`.
             length_penalty: float, the GNMT `alpha`. Defaults to `0.6`.
             num_return_sequences: int. Defaults to `1`.
-            start_id: int, the decoder's start token. Required: the default
-                `None` raises a `ValueError`.
-            end_id: int, the end token. Required: the default `None` raises a
-                `ValueError`.
+            start_id: int, the decoder's start token. Defaults to `None`:
+                the model's `start_id` (a `ValueError` if that is `None` too).
+            end_id: int, the end token. Defaults to `None`: the model's
+                `end_id` (a `ValueError` if that is `None` too).
             **kwargs: the other arguments of `generate_seq2seq`.
 
         Returns:
@@ -386,8 +429,8 @@ class Seq2SeqTransformer(TransformerModelBase):
             beam_size=beam_size,
             length_penalty=length_penalty,
             num_return_sequences=num_return_sequences,
-            start_id=start_id,
-            end_id=end_id,
+            start_id=self.start_id if start_id is None else start_id,
+            end_id=self.end_id if end_id is None else end_id,
             **kwargs,
         )
 

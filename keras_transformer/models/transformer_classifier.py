@@ -8,7 +8,7 @@ from keras_transformer.models.encoder_model_base import (
 )
 from keras_transformer.validation import check_one_of, check_positive_int
 
-POOLINGS = ("mean", "cls")
+POOLINGS = ("mean", "cls", "pooler")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -35,7 +35,9 @@ class TransformerClassifier(EncoderModelBase):
         hidden_dim: int. Defaults to `256`.
         num_heads: int. Defaults to `4`.
         intermediate_dim: int. Defaults to `1024`.
-        pooling: `"mean"` or `"cls"`. Defaults to `"mean"`.
+        pooling: `"mean"`, `"cls"`, or `"pooler"`: the first token's state
+            through a dense layer with tanh (BERT's pooler, `pooler_dense`).
+            Defaults to `"mean"`.
         dropout: float. Defaults to `0.1`.
         max_sequence_length: int; required with `position="learned"`.
             Defaults to `None`.
@@ -54,6 +56,9 @@ class TransformerClassifier(EncoderModelBase):
             paper does (BERT does not). Defaults to `True`.
         embedding_layer_norm: bool, normalize the embedding sum as BERT does.
             Defaults to `False`.
+        num_token_types: int, the size of a token-type (segment) table added
+            to the embeddings, as BERT's sentence A/B table (2); the inputs
+            may then hold `"token_type_ids"`. Defaults to `None`: none.
         **kwargs: base model arguments such as `name` and `dtype`.
 
     Example:
@@ -89,6 +94,7 @@ class TransformerClassifier(EncoderModelBase):
         layer_norm_epsilon=1e-6,
         scale_embeddings=True,
         embedding_layer_norm=False,
+        num_token_types=None,
         **kwargs,
     ):
         check_positive_int("num_classes", num_classes)
@@ -110,10 +116,16 @@ class TransformerClassifier(EncoderModelBase):
             layer_norm_epsilon=layer_norm_epsilon,
             scale_embeddings=scale_embeddings,
             embedding_layer_norm=embedding_layer_norm,
+            num_token_types=num_token_types,
             **kwargs,
         )
         self.num_classes = num_classes
         self.pooling = pooling
+        self.pooler_dense = None
+        if pooling == "pooler":
+            self.pooler_dense = keras.layers.Dense(
+                self.hidden_dim, activation="tanh", dtype=self.dtype_policy, name="pooler_dense"
+            )
         self.head_dropout = keras.layers.Dropout(dropout, name="head_dropout")
         self.classifier_head = keras.layers.Dense(
             num_classes, dtype=self.dtype_policy, name="classifier_head"
@@ -147,7 +159,7 @@ class TransformerClassifier(EncoderModelBase):
                 `ElectraPretrainer` (its discriminator's encoder) or another
                 `TransformerClassifier`.
             num_classes: int, classes of the new head.
-            pooling: `"mean"` or `"cls"`. Defaults to `"mean"`.
+            pooling: `"mean"`, `"cls"` or `"pooler"`. Defaults to `"mean"`.
             **kwargs: other arguments of `TransformerClassifier`: the dropout
                 rates, `name` and `dtype` may differ from `pretrained`'s; an
                 encoder size given here must equal `pretrained`'s (a
@@ -191,6 +203,8 @@ class TransformerClassifier(EncoderModelBase):
         return classifier
 
     def _build_layers(self):
+        if self.pooler_dense is not None:
+            self.pooler_dense.build((None, self.hidden_dim))
         self.classifier_head.build((None, self.hidden_dim))
 
     def pool(self, hidden, token_ids):
@@ -203,10 +217,13 @@ class TransformerClassifier(EncoderModelBase):
 
         Returns:
             float `(batch, hidden_dim)`: the mean over the real tokens
-            (`"mean"`), or the first token's state (`"cls"`).
+            (`"mean"`), or the first token's state (`"cls"`), through
+            `pooler_dense` with `"pooler"`.
         """
         if self.pooling == "cls":
             return hidden[:, 0]
+        if self.pooling == "pooler":
+            return self.pooler_dense(hidden[:, 0])
         # `expand_dims`, not `[..., None]`: LiteRT has no builtin op for a strided slice that
         # adds an axis, so the indexing form needed the Flex delegate.
         mask = ops.expand_dims(ops.cast(self.padding_mask(token_ids), hidden.dtype), -1)
@@ -216,7 +233,7 @@ class TransformerClassifier(EncoderModelBase):
 
     def call(self, inputs, training=None):
         token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
-        hidden = self.encoder(token_ids, training=training)
+        hidden = self.encode(inputs, training=training)
         pooled = self.head_dropout(self.pool(hidden, token_ids), training=training)
         return self.float32_logits(self.classifier_head(pooled))
 

@@ -43,6 +43,9 @@ class TransformerLM(TransformerModelBase):
         sliding_window: int, each position attends to itself and the
             `sliding_window - 1` positions before it (local attention, also
             in cached generation). Defaults to `None` (all earlier positions).
+        scale_embeddings: bool, multiply the token embeddings by √d as the
+            paper does; GPT-2 does not. Defaults to `True`.
+        end_id: int, the end token, `generate`'s default. Defaults to `None`.
         **kwargs: base model arguments such as `name` and `dtype`.
 
     Example:
@@ -76,6 +79,8 @@ class TransformerLM(TransformerModelBase):
         "layer_norm_epsilon",
         "num_key_value_heads",
         "sliding_window",
+        "scale_embeddings",
+        "end_id",
     )
 
     def __init__(
@@ -97,6 +102,8 @@ class TransformerLM(TransformerModelBase):
         layer_norm_epsilon=1e-6,
         num_key_value_heads=None,
         sliding_window=None,
+        scale_embeddings=True,
+        end_id=None,
         **kwargs,
     ):
         super().__init__(pad_id=pad_id, **kwargs)
@@ -105,7 +112,9 @@ class TransformerLM(TransformerModelBase):
         )
         self._keep_arguments(locals())
 
-        self.embedding = self._embedding(vocabulary_size, name="embedding")
+        self.embedding = self._embedding(
+            vocabulary_size, name="embedding", scale_embeddings=scale_embeddings
+        )
         self.decoder = TransformerDecoder(
             num_layers,
             num_key_value_heads=num_key_value_heads,
@@ -206,8 +215,9 @@ class TransformerLM(TransformerModelBase):
             max_length: int, total output length (prompt included). Defaults
                 to `None` (each prompt's length plus 50).
             method: `"greedy"`, `"top_k"`, `"top_p"` or `"beam"`. Defaults to `"greedy"`.
-            end_id: int, the end token. Defaults to `None` (run to
-                `max_length`); required for `"beam"`.
+            end_id: int, the end token. Defaults to `None`: the model's
+                `end_id`, or with that `None` too, run to `max_length`
+                (required for `"beam"`).
             **kwargs: the other arguments of `generate_lm`.
 
         Returns:
@@ -228,7 +238,12 @@ class TransformerLM(TransformerModelBase):
         from keras_transformer.generation.language_model import generate_lm
 
         return generate_lm(
-            self, prompt, max_length=max_length, method=method, end_id=end_id, **kwargs
+            self,
+            prompt,
+            max_length=max_length,
+            method=method,
+            end_id=self.end_id if end_id is None else end_id,
+            **kwargs,
         )
 
     def call(self, inputs, training=None):

@@ -46,6 +46,7 @@ class TransformerModelBase(keras.Model):
                 f"`pad_id` must be a non-negative integer token id. Received: pad_id={pad_id!r}."
             )
         self.pad_id = pad_id
+        self.logits_bias = None
 
     def padding_mask(self, token_ids):
         """`True` at real tokens, `False` at `pad_id`.
@@ -122,11 +123,23 @@ class TransformerModelBase(keras.Model):
             vocabulary_size, dtype=self.dtype_policy, name="output_projection"
         )
 
+    def _build_logits_bias(self, vocabulary_size):
+        """The bias added to every logit (Marian's `final_logits_bias`), or `None`."""
+        self.logits_bias = None
+        if self.output_bias:
+            self.logits_bias = self.add_weight(
+                shape=(vocabulary_size,), initializer="zeros", name="logits_bias"
+            )
+
     def _logits(self, embedding, hidden):
         """float32 logits: through `embedding`'s matrix when tied, else `output_projection`."""
         if self.output_projection is None:
-            return self.float32_logits(embedding.attend(hidden))
-        return self.float32_logits(self.output_projection(hidden))
+            logits = self.float32_logits(embedding.attend(hidden))
+        else:
+            logits = self.float32_logits(self.output_projection(hidden))
+        if self.logits_bias is not None:
+            logits = logits + ops.cast(self.logits_bias, "float32")
+        return logits
 
     def _stack_arguments(self):
         """What every encoder or decoder stack takes from the model's own arguments."""

@@ -1,5 +1,6 @@
 """Saving and sharing trained models: pretrained directories and serving exports."""
 
+from keras_transformer.saving.huggingface import load_huggingface, save_huggingface
 from keras_transformer.saving.pretrained import (
     Pretrained,
     PretrainedDirectoryError,
@@ -12,6 +13,8 @@ __all__ = [
     "Pretrained",
     "PretrainedDirectoryError",
     "export_serving",
+    "load_huggingface",
     "load_pretrained",
+    "save_huggingface",
     "save_pretrained",
 ]
