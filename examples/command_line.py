@@ -6,7 +6,9 @@ folder, a directory of the wrong kind) end the program with one line on standard
 exit status 2; `--debug` shows the traceback.
 """
 
+import json
 import math
+import os
 import sys
 import traceback
 
@@ -74,15 +76,29 @@ def prepare_devices(mesh):
     simulate_cpu_devices(data * model)
 
 
+def is_huggingface_folder(path):
+    """Whether `path` holds a Hugging Face checkpoint (a config.json naming a `model_type`)."""
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as file:
+            config = json.load(file)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "model_type" in config
+
+
 def load_saved_model(path, model_class, kind, trainer):
-    """The `save_pretrained` bundle at `path`, checked to hold a `model_class` and a tokenizer.
+    """The bundle at `path`, checked to hold a `model_class` and a tokenizer.
 
-    `load_pretrained` names what it was given instead (a run folder, a SavedModel, a file, a
-    missing path) and what to pass; every error is a ValueError, shown in one line.
+    `path` is a `save_pretrained` folder or a Hugging Face checkpoint folder. The loaders
+    name what they were given instead (a run folder, a SavedModel, a file, a missing path)
+    and what to pass; every error is a ValueError, shown in one line.
     """
-    from keras_transformer.saving import load_pretrained
+    from keras_transformer.saving import load_huggingface, load_pretrained
 
-    bundle = load_pretrained(path)
+    if is_huggingface_folder(path):
+        bundle = load_huggingface(path)
+    else:
+        bundle = load_pretrained(path)
     if not isinstance(bundle.model, model_class):
         raise ValueError(
             f"'{path}' holds a {type(bundle.model).__name__}, not a {kind}; pass a model "

@@ -41,6 +41,7 @@ import keras
 import numpy as np
 
 import keras_transformer as kt
+from examples.command_line import is_huggingface_folder
 from examples.compilations import CompilationCounter, batch_shapes
 from examples.text_classification import data
 from examples.text_classification.cli import (
@@ -96,8 +97,9 @@ def parse_args(argv):
     parser.add_argument(
         "--init-from",
         default=None,
-        help="a masked LM or ELECTRA pretrainer saved by ...text_classification.pretrain, or "
-        "a classifier saved by this command (its encoder gets a new head)",
+        help="a masked LM or ELECTRA pretrainer saved by ...text_classification.pretrain, "
+        "a classifier saved by this command, or a Hugging Face BERT folder (its encoder gets "
+        "a new head)",
     )
     parser.add_argument(
         "--lora-rank",
@@ -278,9 +280,9 @@ def compile_classifier(model, learning_rate, total_steps):
 
 
 def load_pretrained_encoder(path):
-    from keras_transformer.saving import load_pretrained
+    from keras_transformer.saving import load_huggingface, load_pretrained
 
-    bundle = load_pretrained(path)
+    bundle = load_huggingface(path) if is_huggingface_folder(path) else load_pretrained(path)
     encoders = (kt.models.MaskedLM, kt.models.ElectraPretrainer, kt.models.TransformerClassifier)
     if not isinstance(bundle.model, encoders):
         raise ValueError(
@@ -453,11 +455,14 @@ def run(args, argv):
         "  predict: python -m examples.text_classification.predict "
         f'--model {directory} "a gorgeous, witty film"'
     )
-    if keras.backend.backend() == "tensorflow":
+    if keras.backend.backend() == "tensorflow" and isinstance(tokenizer, SubwordTokenizer):
         serving = export_serving(
             model, tokenizer, os.path.join(args.output_dir, "serving"), max_length=args.max_length
         )
         print(f"exported a SavedModel (strings in, label and probabilities out) to {serving}")
+    elif keras.backend.backend() == "tensorflow":
+        # WordPiece runs in Python (tf.py_function), which a SavedModel cannot hold.
+        print(f"no SavedModel: the {type(tokenizer).__name__} runs in Python; serve model/")
     print(f"total time {(time.time() - started) / 60:.1f} min")
     print(json.dumps({"scores": scores}))
     return scores

@@ -10,6 +10,11 @@ sample translations, and saves the model, tokenizer and scores with
 string-to-string SavedModel with `export_serving` (`<output-dir>/serving`), and
 attention and position-table pictures.
 
+With `--marian` the model takes Marian's layout and is also written as a Hugging Face
+MarianMT folder (`<output-dir>/huggingface`, for transformers and CTranslate2);
+`--init-from DIR` fine-tunes such a folder (a Hugging Face MarianMT checkpoint) with its
+own tokenizer instead of training from scratch.
+
 Runs:
     python -m examples.translation.train --quick      # a few minutes on 2 CPU cores
     python -m examples.translation.train              # the full run (see RESULTS.md)
@@ -56,7 +61,12 @@ from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
 from examples.translation.pictures import save_attention_picture, save_position_picture
 from examples.translation.settings import FULL, QUICK
 from examples.translation.translator import translate
-from keras_transformer.saving import export_serving, save_pretrained
+from keras_transformer.saving import (
+    export_serving,
+    load_huggingface,
+    save_huggingface,
+    save_pretrained,
+)
 from keras_transformer.text import (
     SubwordTokenizer,
     make_translation_dataset,
@@ -176,9 +186,24 @@ def parse_args(argv):
         "TensorFlow on a CPU (faster there)",
     )
     add_mesh_flag(parser)
+    parser.add_argument(
+        "--marian",
+        action="store_true",
+        help="Marian's layout (sines then cosines, layer-norm epsilon 1e-5, a logits bias, "
+        "the pad token as start token); also writes <output-dir>/huggingface, a MarianMT folder",
+    )
+    parser.add_argument(
+        "--init-from",
+        default=None,
+        metavar="DIR",
+        help="fine-tune a Hugging Face MarianMT folder (config.json, model.safetensors, "
+        "source.spm, target.spm, vocab.json) with its tokenizer; implies --marian",
+    )
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
     add_debug_flags(parser, training=True)
     args = parser.parse_args(argv)
+    given = (*ARCHITECTURE_FLAGS, "norm_first")
+    args.explicit = {name for name in given if getattr(args, name) is not None}
     fill_defaults(args, QUICK if args.quick else FULL)
     if args.output_dir is None:
         args.output_dir = os.path.join("runs", "multi30k-quick" if args.quick else "multi30k")
@@ -207,6 +232,73 @@ def check_arguments(parser, args):
         parser.error(f"--data-dir '{args.data_dir}' is not a directory")
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         parser.error(f"--output-dir '{args.output_dir}' exists and is not a directory")
+    if args.init_from is not None:
+        check_init_from(parser, args)
+    if args.marian:
+        check_marian(parser, args)
+
+
+# The architecture comes from the folder given to --init-from, so these flags cannot apply.
+ARCHITECTURE_FLAGS = ("preset", "num_layers", "hidden_dim", "intermediate_dim", "num_heads")
+
+
+def check_init_from(parser, args):
+    config = os.path.join(args.init_from, "config.json")
+    if not os.path.isfile(config):
+        parser.error(
+            f"--init-from '{args.init_from}' has no config.json: pass a Hugging Face MarianMT "
+            "folder (or the huggingface/ folder of a run with --marian)"
+        )
+    for name in ARCHITECTURE_FLAGS:
+        if name in args.explicit:
+            parser.error(f"--{name.replace('_', '-')} cannot change the model of --init-from")
+    args.marian = True
+
+
+def check_marian(parser, args):
+    if args.position != "sinusoidal":
+        parser.error("--position: Marian's positions are sinusoidal")
+    if "norm_first" in args.explicit and args.norm_first:
+        parser.error("--norm-first: Marian's blocks are post-norm (--no-norm-first)")
+    args.norm_first = False
+
+
+def load_marian(directory):
+    """The model and tokenizer of a MarianMT folder, or a one-line error."""
+    bundle = load_huggingface(directory)
+    if not isinstance(bundle.model, kt.models.Seq2SeqTransformer):
+        raise ValueError(
+            f"--init-from '{directory}' holds a {bundle.metadata['architecture']}, not a "
+            "MarianMT translation model"
+        )
+    if bundle.tokenizer is None:
+        raise ValueError(
+            f"--init-from '{directory}' has no tokenizer files (source.spm, target.spm, "
+            "vocab.json): the data cannot be tokenized as the model was trained"
+        )
+    print(f"model and tokenizer: {directory} ({bundle.tokenizer.vocabulary_size} pieces)")
+    return bundle.model, bundle.tokenizer
+
+
+def marian_options(tokenizer):
+    """Seq2SeqTransformer options that make the model a MarianMT model."""
+    return dict(
+        interleave_sinusoids=False,
+        layer_norm_epsilon=1e-5,
+        norm_first=False,
+        output_bias=True,
+        zero_pad_embedding=True,
+        pad_id=tokenizer.pad_id,
+        start_id=tokenizer.start_id,
+        end_id=tokenizer.end_id,
+    )
+
+
+def pretrained_architecture(model):
+    """The arguments that fix the architecture of `model`, to build it with the recipe."""
+    config = model.get_config()
+    names = kt.models.Seq2SeqTransformer.CONFIG_ARGUMENTS
+    return {name: config[name] for name in names if name in config}
 
 
 def bleu(hypotheses, references):
@@ -268,9 +360,16 @@ def run(args, argv):
     }
     print(f"data: {len(train_pairs)} training pairs from {args.data_dir}")
 
-    texts = [text for pair in train_pairs for text in pair]
-    tokenizer = SubwordTokenizer.train(texts, vocabulary_size=args.vocabulary_size)
-    print(f"tokenizer: shared SentencePiece BPE, {tokenizer.vocabulary_size} pieces")
+    pretrained = None
+    if args.init_from is not None:
+        pretrained, tokenizer = load_marian(args.init_from)
+    else:
+        texts = [text for pair in train_pairs for text in pair]
+        tokenizer = SubwordTokenizer.train(texts, vocabulary_size=args.vocabulary_size)
+        print(f"tokenizer: shared SentencePiece BPE, {tokenizer.vocabulary_size} pieces")
+        if args.marian:
+            # Marian's ids: `<pad>` last, the decoder starting from it (CTranslate2's layout).
+            tokenizer = kt.text.MarianTokenizer.from_subword_tokenizer(tokenizer, pad_last=True)
 
     overrides = dict(
         source_vocabulary_size=tokenizer.vocabulary_size,
@@ -278,6 +377,10 @@ def run(args, argv):
         warmup_steps=args.warmup_steps,
         learning_rate_scale=args.learning_rate_scale,
     )
+    if args.marian:
+        overrides.update(marian_options(tokenizer))
+    if pretrained is not None:
+        overrides.update(pretrained_architecture(pretrained))
     if args.position != "sinusoidal":
         overrides["position"] = None if args.position == "none" else args.position
     if args.position == "learned":
@@ -298,6 +401,9 @@ def run(args, argv):
         mesh=args.mesh,
         **overrides,
     )
+    if pretrained is not None:
+        model.set_weights(pretrained.get_weights())
+        print(f"weights: from {args.init_from}")
     print("model:", json.dumps(model.build_info))
 
     # Only XLA compiles per shape; the plain TensorFlow runtime is faster on unpadded batches.
@@ -441,6 +547,9 @@ def run(args, argv):
             length_penalty=args.length_penalty,
         )
         print(f"exported a string-to-string SavedModel (tf.saved_model.load) to {serving}")
+    if args.marian:
+        folder = save_huggingface(model, os.path.join(args.output_dir, "huggingface"), tokenizer)
+        print(f"wrote a Hugging Face MarianMT folder (transformers, CTranslate2) to {folder}")
     print(f"total time {(time.time() - started) / 60:.1f} min")
     return scores
 

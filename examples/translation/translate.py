@@ -25,7 +25,11 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m examples.translation.translate", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--model", required=True, help="the model/ folder written by train")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="the model/ folder written by train, or a Hugging Face MarianMT folder",
+    )
     parser.add_argument("sentences", nargs="*", help="English sentences (default: stdin lines)")
     parser.add_argument(
         "--beam-size",

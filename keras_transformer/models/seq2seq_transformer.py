@@ -208,6 +208,11 @@ class Seq2SeqTransformer(TransformerModelBase):
         if self.output_projection is not None:
             self.output_projection.build(hidden_shape)
         self._build_logits_bias(self.target_vocabulary_size)
+        if self.zero_pad_embedding:
+            # The constraint holds the rows at zero after each update; they start there too.
+            for embedding in (self.source_embedding, self.target_embedding):
+                table = embedding.token_embedding.embeddings
+                table.assign(ZeroRows(self.pad_id)(table))
 
     def encode(self, encoder_token_ids, training=None):
         """Runs the embedding and the encoder stack over the source ids.

@@ -15,7 +15,10 @@ from keras_transformer.saving.backend_neutral import (
     compiled_for_backend,
     private_backend_classes,
 )
+from keras_transformer.text.byte_pair_tokenizer import BytePairTokenizer
+from keras_transformer.text.marian_tokenizer import MarianTokenizer
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
+from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
 from keras_transformer.version import __version__
 
 CONFIG_FILE = "config.json"
@@ -24,7 +27,10 @@ METADATA_FILE = "metadata.json"
 TOKENIZER_DIR = "tokenizer"
 
 # Tokenizers a directory may name; loading never imports a class named in a file.
-TOKENIZER_CLASSES = {"SubwordTokenizer": SubwordTokenizer}
+TOKENIZER_CLASSES = {
+    cls.__name__: cls
+    for cls in (SubwordTokenizer, MarianTokenizer, WordPieceTokenizer, BytePairTokenizer)
+}
 
 
 class PretrainedDirectoryError(ValueError):
@@ -55,7 +61,7 @@ class Pretrained:
 
     Args:
         model: `keras.Model`, the model, with its trained weights.
-        tokenizer: the `SubwordTokenizer` saved with it, or `None`.
+        tokenizer: the tokenizer saved with it (a class of `TOKENIZER_CLASSES`), or `None`.
         metadata: dict, what `save_pretrained` recorded (library and Keras
             versions, backend, date, model and tokenizer classes) and the
             `metadata` passed to it.
@@ -100,7 +106,8 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
     Args:
         model: a `keras_transformer` model (or any registered Keras model).
         directory: str or path.
-        tokenizer: a `SubwordTokenizer`, or `None`. Defaults to `None`.
+        tokenizer: a `SubwordTokenizer`, `MarianTokenizer`, `WordPieceTokenizer` or
+            `BytePairTokenizer`, or `None`. Defaults to `None`.
         metadata: dict of JSON-serializable facts to keep. Defaults to `None`.
         overwrite: bool, replace an existing save. Defaults to `True`.
 
@@ -109,7 +116,7 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
 
     Raises:
         FileExistsError: when `directory` exists and `overwrite` is `False`.
-        ValueError: for a tokenizer of another class than `SubwordTokenizer`.
+        ValueError: for a tokenizer of another class than those.
 
     Example:
 

@@ -14,8 +14,13 @@ from keras_transformer.generation.seq2seq import EXTRA_LENGTH, make_search_fn
 from keras_transformer.models.transformer_classifier import TransformerClassifier
 from keras_transformer.saving.atomic import write_directory
 from keras_transformer.saving.classifier_serving import make_classify_fn
+from keras_transformer.text.marian_tokenizer import MarianTokenizer
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import tokenize_source
+
+# Tokenizers made of TensorFlow ops, which a SavedModel can hold (WordPiece and byte-level BPE
+# run in Python).
+TRACEABLE_TOKENIZERS = (SubwordTokenizer, MarianTokenizer)
 
 SERVING_ENDPOINT = "serve"
 
@@ -95,7 +100,8 @@ def export_serving(
         model: a `Seq2SeqTransformer` or a `TransformerClassifier` (TensorFlow
             backend).
         tokenizer: the `SubwordTokenizer` the model was trained with (for a
-            translation model: for both languages).
+            translation model: for both languages), or the `MarianTokenizer` of
+            a model from a MarianMT folder.
         directory: str or path of the SavedModel directory to write.
         beam_size: int, translation only: beams per sentence; `1` searches
             greedily. Defaults to `None`, meaning `4`.
@@ -159,9 +165,10 @@ def export_serving(
             "the model with `load_pretrained`, and export from there."
         )
     kind = _model_kind(model)
-    if not isinstance(tokenizer, SubwordTokenizer):
+    if not isinstance(tokenizer, TRACEABLE_TOKENIZERS):
         raise ValueError(
-            f"`tokenizer` must be a `SubwordTokenizer`. Received: {type(tokenizer).__name__}."
+            "`tokenizer` must be a `SubwordTokenizer` or a `MarianTokenizer` (a SavedModel "
+            f"holds their TensorFlow ops). Received: {type(tokenizer).__name__}."
         )
     given = {
         "beam_size": beam_size,

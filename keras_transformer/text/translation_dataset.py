@@ -229,7 +229,8 @@ def tokenize_target(tokenizer, texts, max_length=None):
     decoder at position `t` sees the target up to `t - 1` and predicts token `t`.
 
     Args:
-        tokenizer: a `SubwordTokenizer`.
+        tokenizer: a `SubwordTokenizer`, or a `MarianTokenizer` (whose
+            `tokenize_target` splits the targets).
         texts: str tensor (or list of str) of shape `(batch,)`.
         max_length: int, cut each sentence so that both outputs are at most this
             long. Defaults to `None` (no limit).
@@ -251,7 +252,9 @@ def tokenize_target(tokenizer, texts, max_length=None):
     >>> bool(tf.reduce_all(decoder_inputs[0, 1:] == labels[0, :-1]))
     True
     """
-    return _target_layout(tokenizer, tokenizer.tokenize(texts), max_length)
+    # A MarianTokenizer splits the target language with its own SentencePiece model.
+    tokenize = getattr(tokenizer, "tokenize_target", tokenizer.tokenize)
+    return _target_layout(tokenizer, tokenize(texts), max_length)
 
 
 def _as_pair_list(pairs):

@@ -242,10 +242,12 @@ def test_ctranslate2_translates_our_marian_folder_as_we_do(tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2")
     from ctranslate2.converters import TransformersConverter
 
-    from keras_transformer.text import SubwordTokenizer
+    from keras_transformer.text import MarianTokenizer, SubwordTokenizer
 
     sentences = ["a dog runs on the grass.", "two men play music.", "the girl is eating."]
-    tokenizer = SubwordTokenizer.train(sentences * 20, vocabulary_size=40, byte_fallback=False)
+    subword = SubwordTokenizer.train(sentences * 20, vocabulary_size=40, byte_fallback=False)
+    # CTranslate2 takes the last id for the pad token, as the opus-mt folders have it.
+    tokenizer = MarianTokenizer.from_subword_tokenizer(subword, pad_last=True)
     model = Seq2SeqTransformer(
         tokenizer.vocabulary_size,
         num_encoder_layers=1,
@@ -259,14 +261,15 @@ def test_ctranslate2_translates_our_marian_folder_as_we_do(tmp_path):
         output_bias=True,
         zero_pad_embedding=True,
         pad_id=tokenizer.pad_id,
-        start_id=tokenizer.pad_id,
+        start_id=tokenizer.start_id,
         end_id=tokenizer.end_id,
     )
     weights = model.get_weights()
     rng = np.random.default_rng(0)
     model.set_weights([w + rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in weights])
     embedding = model.source_embedding.token_embedding.embeddings
-    embedding.assign(keras.ops.convert_to_numpy(embedding) * (np.arange(40) != 0)[:, None])
+    keep = np.arange(40) != tokenizer.pad_id
+    embedding.assign(keras.ops.convert_to_numpy(embedding) * keep[:, None])
     folder = save_huggingface(model, tmp_path / "marian", tokenizer)
     converted = tmp_path / "ct2"
     TransformersConverter(str(folder)).convert(str(converted))
@@ -278,6 +281,7 @@ def test_ctranslate2_translates_our_marian_folder_as_we_do(tmp_path):
     for row, sentence in zip(padded, ids):
         row[: len(sentence)] = sentence
     ours = model.generate(padded, max_length=10, method="greedy")
+    assert sum(len(result.hypotheses[0]) for result in results) > len(sentences)
     for result, row in zip(results, ours):
         theirs = result.hypotheses[0]
         mine = [p.decode() for p in tokenizer.id_to_piece(row).numpy()]
