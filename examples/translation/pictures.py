@@ -19,7 +19,8 @@ def _pieces(tokenizer, ids):
 
 def cross_attention(model, tokenizer, sentence, translation):
     """Head-averaged cross-attention of the last decoder block, `(target, source)`."""
-    source = tokenize_source(tokenizer, [sentence]).to_tensor().numpy().astype("int32")
+    source = tokenize_source(tokenizer, [sentence]).to_tensor(tokenizer.pad_id)
+    source = source.numpy().astype("int32")
     target = [tokenizer.start_id, *tokenizer.tokenize(translation).numpy().tolist()]
     target = np.asarray([target], "int32")
     encoder_outputs, encoder_mask = model.encode(source)

@@ -324,14 +324,14 @@ def resumed_epoch(backup_dir):
         return 0
 
 
-def shapes_and_tokens(dataset):
+def shapes_and_tokens(dataset, pad_id):
     """A pass over `dataset`: its batch shapes (a Counter) and its source + target tokens."""
     shapes = collections.Counter()
     tokens = 0
     for inputs, labels in dataset:
         shapes[(tuple(inputs["encoder_token_ids"].shape), tuple(labels.shape))] += 1
-        tokens += int(tf.math.count_nonzero(inputs["encoder_token_ids"]))
-        tokens += int(tf.math.count_nonzero(labels))
+        tokens += int(tf.math.count_nonzero(inputs["encoder_token_ids"] != pad_id))
+        tokens += int(tf.math.count_nonzero(labels != pad_id))
     return shapes, tokens
 
 
@@ -436,7 +436,7 @@ def run(args, argv):
     # Passes over the data hold the same number of batches as long as no bucket's leftover
     # batch sits at the `--min-tokens-per-batch` threshold (123 in each of 20 passes over
     # Multi30k); otherwise an epoch may end a batch or two into the next pass.
-    train_shapes, tokens_per_epoch = shapes_and_tokens(train_data)
+    train_shapes, tokens_per_epoch = shapes_and_tokens(train_data, tokenizer.pad_id)
     steps_per_epoch = sum(train_shapes.values())
     if steps_per_epoch == 0:
         raise ValueError(
@@ -445,7 +445,7 @@ def run(args, argv):
         )
     # Without a known length Keras reads the validation data until it ends and then warns
     # that the "input ran out of data".
-    val_shapes, _ = shapes_and_tokens(val_data)
+    val_shapes, _ = shapes_and_tokens(val_data, tokenizer.pad_id)
     validation_steps = sum(val_shapes.values())
     val_data = val_data.apply(tf.data.experimental.assert_cardinality(validation_steps))
     print_batch_shapes(args, fixed_shapes, batch_size_multiple, train_shapes, val_shapes)

@@ -15,16 +15,17 @@ def padded_length(length):
 
 
 def source_ids(tokenizer, sentences, max_length=None, rows=None):
-    """Encoder ids for `sentences`: `rows` rows (default: one per sentence), padded with 0.
+    """Encoder ids for `sentences`: `rows` rows (default: one per sentence), padded with `pad_id`.
 
     Every batch of a call has the same number of rows and one of a few lengths, so the
     compiled generation traces a handful of programs rather than one per batch.
     """
     ids = tokenize_source(tokenizer, sentences, max_length=max_length)
     length = padded_length(int(ids.bounding_shape()[1]))
-    ids = ids.to_tensor(default_value=0, shape=[None, length]).numpy().astype("int32")
+    pad_id = tokenizer.pad_id
+    ids = ids.to_tensor(default_value=pad_id, shape=[None, length]).numpy().astype("int32")
     rows = len(sentences) if rows is None else rows
-    return np.pad(ids, [(0, rows - len(sentences)), (0, 0)])
+    return np.pad(ids, [(0, rows - len(sentences)), (0, 0)], constant_values=pad_id)
 
 
 def translate(

@@ -525,15 +525,15 @@ def make_translation_dataset(
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_token_ids": [B, S], "decoder_token_ids":
-        [B, T]}, labels [B, T])`, all int32 and padded with `pad_id` (0). `labels` are
+        [B, T]}, labels [B, T])`, all int32 and padded with the tokenizer's
+        `pad_id`. `labels` are
         the decoder inputs shifted left by one: `decoder_token_ids[:, 1:] ==
         labels[:, :-1]` wherever `decoder_token_ids[:, 1:]` is not padding, and each
         row of `labels` ends in `end_id`.
 
     Raises:
         ValueError: for a bad size or rate, `max_length` above
-            `tokens_per_batch`, `subword_dropout` with a `tf.data.Dataset`, or a
-            tokenizer whose `pad_id` is not 0.
+            `tokens_per_batch`, or `subword_dropout` with a `tf.data.Dataset`.
 
     Example:
 
@@ -565,8 +565,6 @@ def make_translation_dataset(
             "not a `tf.data.Dataset`: the sentences are split again in Python each pass."
         )
     pad_id = tokenizer.pad_id
-    if pad_id != 0:
-        raise ValueError(f"The tokenizer's `pad_id` must be 0. Received: pad_id={pad_id}")
     if not isinstance(fixed_shapes, bool):
         raise ValueError(f"`fixed_shapes` must be a bool. Received: fixed_shapes={fixed_shapes!r}")
     lengths = _checked_lengths(fixed_lengths, max_length) if fixed_shapes else None
