@@ -7,9 +7,9 @@ bert-base-uncased, gpt2) is built by transformers from its config with random we
 
 * ``load s``: seconds of `keras_transformer.saving.load_huggingface(folder)` (config,
   safetensors, building our model, assigning the weights), the median of ``--rounds``;
-* ``max |Δ logit|``: the largest difference between our logits and transformers' (float32,
-  PyTorch on the CPU) on a batch of two rows, the second padded, at the real positions
-  (BERT: token types 0 and 1; Marian: teacher-forced decoder inputs);
+* ``largest logit difference``: between our logits and transformers' (float32, PyTorch
+  on the CPU) on a batch of two rows, the second padded, at the real positions (BERT:
+  token types 0 and 1; Marian: teacher-forced decoder inputs);
 * ``save s`` and ``round trip``: `save_huggingface` of the loaded model, and whether
   transformers reads it back with every tensor equal to the original's.
 
@@ -161,7 +161,7 @@ def main(argv=None):
         )
         print(rows[-1], flush=True)
     table = markdown_table(
-        ["checkpoint", "parameters", "load s", "max |Δ logit|", "save s", "round trip"], rows
+        ["checkpoint", "parameters", "load s", "largest logit difference", "save s", "round trip"], rows
     )
     print(table)
     if not args.no_record:

@@ -115,7 +115,12 @@ def parse_args(argv):
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--learning-rate", type=float, default=None, help="peak, after warmup")
     parser.add_argument("--dropout", type=float, default=None)
-    parser.add_argument("--pooling", choices=["mean", "cls"], default="mean")
+    parser.add_argument(
+        "--pooling",
+        choices=["mean", "cls", "pooler"],
+        default="mean",
+        help="pooler: the first state through a tanh dense layer, as BERT",
+    )
     parser.add_argument(
         "--patience", type=int, default=None, help="epochs without a better val accuracy"
     )

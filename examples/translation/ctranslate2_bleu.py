@@ -71,6 +71,8 @@ def run(args, argv):
         results = translator.translate_batch(
             pieces,
             beam_size=args.beam_size,
+            # Scores as ours with `length_penalty=0`: the sum of the log-probabilities.
+            length_penalty=0.0,
             max_decoding_length=args.max_length,
             max_batch_size=64,
         )

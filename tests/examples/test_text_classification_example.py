@@ -264,3 +264,43 @@ def test_serving_export_classifies_like_the_predict_command(trained):
     assert [["negative", "positive"][i] for i in served["label"]] == [e[0] for e in expected]
     probabilities = [max(row) for row in served["probabilities"]]
     np.testing.assert_allclose(probabilities, [p for _, p in expected], atol=1e-5)
+
+
+def _bert_folder(directory):
+    """A tiny random BERT masked LM with a WordPiece vocabulary of characters, as transformers
+    writes it."""
+    transformers = pytest.importorskip("transformers")
+    from keras_transformer.saving import load_huggingface, save_huggingface
+    from keras_transformer.text import WordPieceTokenizer
+
+    characters = "abcdefghijklmnopqrstuvwxyz0123456789.,'!?-"
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *characters]
+    vocabulary += [f"##{c}" for c in characters] + ["the", "a", "film", "movie", "good", "bad"]
+    config = transformers.BertConfig(
+        vocab_size=len(vocabulary), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=128,
+    )  # fmt: skip
+    transformers.BertForMaskedLM(config).save_pretrained(directory)
+    model = load_huggingface(directory).model
+    return save_huggingface(model, directory, WordPieceTokenizer(vocabulary))
+
+
+def test_init_from_reads_a_hugging_face_bert_folder(tmp_path):
+    from keras_transformer.text import WordPieceTokenizer
+
+    bundle = train.load_pretrained_encoder(str(_bert_folder(tmp_path / "bert")))
+    assert isinstance(bundle.model, MaskedLM) and bundle.model.num_token_types == 2
+    assert isinstance(bundle.tokenizer, WordPieceTokenizer)
+
+
+# The whole fine-tuning command on a BERT folder (WordPiece in tf.data), about 20 s.
+@pytest.mark.slow
+def test_fine_tune_a_hugging_face_bert_folder(tiny_sst2, tmp_path):
+    folder = _bert_folder(tmp_path / "bert")
+    scores = train.main(
+        ["--quick", "--data-dir", str(tiny_sst2), "--epochs", "1", "--init-from", str(folder),
+         "--pooling", "cls", "--output-dir", str(tmp_path / "tuned")] + SMALL
+    )  # fmt: skip
+    assert 0 <= scores["dev"]["accuracy"] <= 1
+    tuned = load_pretrained(tmp_path / "tuned" / "model")
+    assert type(tuned.tokenizer).__name__ == "WordPieceTokenizer"

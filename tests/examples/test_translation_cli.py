@@ -282,3 +282,44 @@ def translator_bundle():
         num_heads=2, source_vocabulary_size=tokenizer.vocabulary_size, precision="float32",
     )  # fmt: skip
     return model, tokenizer
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--init-from", "{tmp}"], "has no config.json: pass a Hugging Face MarianMT folder"),
+        (["--init-from", "{marian}", "--preset", "base"], "--preset cannot change the model"),
+        (["--init-from", "{marian}", "--hidden-dim", "64"], "--hidden-dim cannot change the"),
+        (["--marian", "--norm-first"], "--norm-first: Marian's blocks are post-norm"),
+        (["--marian", "--position", "rotary"], "--position: Marian's positions are sinusoidal"),
+    ],
+)
+def test_train_rejects_flags_that_contradict_marian_in_one_line(argv, message, tmp_path, capsys):
+    marian = tmp_path / "marian"
+    marian.mkdir()
+    (marian / "config.json").write_text('{"model_type": "marian"}')
+    argv = [a.format(tmp=tmp_path, marian=marian) for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        train.parse_args(["--quick", *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_translate_reads_a_hugging_face_marian_folder(tmp_path, capsys):
+    import keras_transformer as kt
+    from examples.translation.data import load_multi30k
+    from keras_transformer.saving import save_huggingface
+    from keras_transformer.text import MarianTokenizer, SubwordTokenizer
+
+    pairs = load_multi30k("train", limit=100)
+    subword = SubwordTokenizer.train([t for pair in pairs for t in pair], vocabulary_size=400)
+    tokenizer = MarianTokenizer.from_subword_tokenizer(subword, pad_last=True)
+    model = kt.models.Seq2SeqTransformer(
+        tokenizer.vocabulary_size, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
+        num_heads=2, intermediate_dim=32, interleave_sinusoids=False, layer_norm_epsilon=1e-5,
+        output_bias=True, zero_pad_embedding=True, pad_id=tokenizer.pad_id,
+        start_id=tokenizer.start_id, end_id=tokenizer.end_id,
+    )  # fmt: skip
+    folder = save_huggingface(model, tmp_path / "opus-mt-tiny", tokenizer)
+    translations = translate_cli.main(["--model", str(folder), "--beam-size", "1", "A dog."])
+    assert len(translations) == 1 and capsys.readouterr().out.count("\n") == 1
