@@ -161,7 +161,8 @@ def main(argv=None):
         )
         print(rows[-1], flush=True)
     table = markdown_table(
-        ["checkpoint", "parameters", "load s", "largest logit difference", "save s", "round trip"], rows
+        ["checkpoint", "parameters", "load s", "largest logit difference", "save s", "round trip"],
+        rows,
     )
     print(table)
     if not args.no_record:
