@@ -176,7 +176,9 @@ def _modern_layer_norm_names(tensors):
 
 def _load_tokenizer(directory, model_type):
     files = TOKENIZER_FILES[model_type]
-    if not all((directory / name).is_file() for name in files):
+    # transformers 5 writes BERT's and GPT-2's tokenizers as tokenizer.json alone.
+    fast_file = model_type != "marian" and (directory / "tokenizer.json").is_file()
+    if not fast_file and not all((directory / name).is_file() for name in files):
         warnings.warn(
             f"'{directory}' has no tokenizer files ({', '.join(files)}): the model is loaded "
             "without a tokenizer (`.tokenizer` is None).",

@@ -125,16 +125,18 @@ def _logits_bias(model):
     Marian's `lm_head` has no bias of its own; our untied `output_projection`
     (a `Dense`) has one, which adds to the logits just as `final_logits_bias`.
     """
-    variables = [model.logits_bias]
+    variables = [model.logits_bias] if model.logits_bias is not None else []
     if model.output_projection is not None:
         variables.append(model.output_projection.bias)
     size = model.target_vocabulary_size
 
     def to_ours(array):
+        # Loading builds the model with `output_bias=True`: the bias goes there, the
+        # projection's stays zero.
         return [array.reshape(-1)] + [np.zeros(size, "float32")] * (len(variables) - 1)
 
     def to_theirs(values):
-        return np.sum(values, axis=0)[None, :]
+        return np.sum([np.zeros(size, "float32"), *values], axis=0)[None, :]
 
     return ct.Tensor("final_logits_bias", (1, size), variables, to_ours, to_theirs, optional=True)
 

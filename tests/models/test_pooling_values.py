@@ -2,8 +2,8 @@
 
 `test_mean_pooling_ignores_padding` shows that padding does not change the logits, which a
 sum or a max over real tokens would also satisfy; here the pooled vector is pinned to the
-NumPy mean of the encoder outputs over the non-pad positions, for both `pooling` modes
-the classifier has (`"mean"`, `"cls"`).
+NumPy mean of the encoder outputs over the non-pad positions, for the `pooling` modes
+the classifier has (`"mean"`, `"cls"`, `"pooler"`).
 """
 
 import numpy as np
@@ -32,7 +32,7 @@ def _numpy(x):
 
 
 def test_the_classifier_has_these_pooling_modes():
-    assert set(POOLINGS) == {"mean", "cls"}  # a new mode needs a value test below
+    assert set(POOLINGS) == {"mean", "cls", "pooler"}  # a new mode needs a value test below
 
 
 @pytest.mark.parametrize("pad_id", [0, 5])
@@ -74,3 +74,12 @@ def test_cls_pooling_is_the_first_position_even_when_padding_follows():
     ids = _ids(0)
     encoded = model.encoder(ids, training=False)
     np.testing.assert_array_equal(_numpy(model.pool(encoded, ids)), _numpy(encoded)[:, 0])
+
+
+def test_pooler_pooling_is_tanh_of_a_dense_layer_on_the_first_position():
+    model = make_classifier(pooling="pooler", dropout=0.0)
+    ids = _ids(0)
+    encoded = model.encoder(ids, training=False)
+    kernel, bias = _numpy(model.pooler_dense.kernel), _numpy(model.pooler_dense.bias)
+    expected = np.tanh(_numpy(encoded)[:, 0] @ kernel + bias)
+    np.testing.assert_allclose(_numpy(model.pool(encoded, ids)), expected, rtol=1e-5, atol=1e-5)

@@ -352,3 +352,31 @@ def test_a_folder_without_tokenizer_files_loads_the_model_and_says_so(tmp_path):
     with pytest.warns(UserWarning, match="no tokenizer files.*vocab.json, merges.txt"):
         bundle = load_huggingface(directory)
     assert bundle.tokenizer is None and bundle.metadata["architecture"] == "GPT2LMHeadModel"
+
+
+def _tiny_marian_of_ours(tokenizer, **options):
+    return Seq2SeqTransformer(
+        tokenizer.vocabulary_size, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
+        num_heads=2, intermediate_dim=32, interleave_sinusoids=False, layer_norm_epsilon=1e-5,
+        pad_id=tokenizer.pad_id, start_id=tokenizer.start_id, end_id=tokenizer.end_id,
+        **options,
+    )  # fmt: skip
+
+
+def test_a_loaded_marian_folder_serves_strings_and_writes_a_zero_bias(tmp_path):
+    from keras_transformer.saving import export_serving
+    from keras_transformer.text import MarianTokenizer, SubwordTokenizer
+    from tests.saved_model_loader import load_in_fresh_process
+
+    sentences = ["a dog runs on the grass.", "two men play music."]
+    subword = SubwordTokenizer.train(sentences * 20, vocabulary_size=40, byte_fallback=False)
+    tokenizer = MarianTokenizer.from_subword_tokenizer(subword, pad_last=True)
+    # Without a logits bias of its own, the folder holds a zero `final_logits_bias`.
+    folder = save_huggingface(_tiny_marian_of_ours(tokenizer), tmp_path / "marian", tokenizer)
+    reread = transformers.MarianMTModel.from_pretrained(folder)
+    assert not reread.final_logits_bias.abs().sum()
+    bundle = load_huggingface(folder)
+    directory = export_serving(bundle.model, bundle.tokenizer, tmp_path / "serving", beam_size=1)
+    # Loaded without this library, strings in and out.
+    served = load_in_fresh_process(directory, sentences)
+    assert len(served["batch"]) == 2 and not served["imported_keras_transformer"]
