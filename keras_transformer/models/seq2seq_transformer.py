@@ -69,6 +69,10 @@ class Seq2SeqTransformer(TransformerModelBase):
             zero through training (`keras_transformer.layers.ZeroRows`), as
             PyTorch's `nn.Embedding(padding_idx=...)` does: Marian starts its
             decoder from the pad token's zero embedding. Defaults to `False`.
+        start_id: int, the decoder's start token, `generate`'s default.
+            Defaults to `None` (`generate` then needs one).
+        end_id: int, the end token, `generate`'s default. Defaults to `None`
+            (`generate` then needs one).
         **kwargs: base model arguments such as `name` and `dtype` (a dtype
             policy such as `"mixed_bfloat16"`).
 
