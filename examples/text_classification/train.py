@@ -293,7 +293,8 @@ def load_pretrained_encoder(path):
         raise ValueError(
             f"--init-from '{path}' holds a {type(bundle.model).__name__}, not a masked LM, an "
             "ELECTRA pretrainer or a classifier; pass the model/ folder written by "
-            "`python -m examples.text_classification.pretrain` or `...train`."
+            "`python -m examples.text_classification.pretrain` or `...train`, or a Hugging "
+            "Face BERT folder."
         )
     if bundle.tokenizer is None:
         raise ValueError(f"--init-from '{path}' holds no tokenizer; save it with one.")

@@ -2,10 +2,10 @@
 
 import os
 
-from keras_transformer.text.wordpiece_tokenizer import (
+from keras_transformer.text.python_tokenizer import HuggingFacePythonTokenizer
+from keras_transformer.text.tokenizer_files import (
     TOKENIZER_CONFIG_FILENAME,
     TOKENIZER_JSON_FILENAME,
-    HuggingFacePythonTokenizer,
     added_token_pattern,
     check_special_tokens,
     check_vocabulary_mapping,

@@ -11,11 +11,11 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer import compat
-from keras_transformer.text.wordpiece_tokenizer import (
+from keras_transformer.text.python_tokenizer import ids_rank_2
+from keras_transformer.text.tokenizer_files import (
     TOKENIZER_CONFIG_FILENAME,
     check_special_tokens,
     check_vocabulary_mapping,
-    ids_rank_2,
     read_json_file,
     read_tokenizer_options,
     require_file,
