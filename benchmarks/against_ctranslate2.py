@@ -1,0 +1,190 @@
+"""Decoding speed against CTranslate2 on the same weights: float32 and int8, greedy and beam 4.
+
+A MarianMT folder (one that `save_huggingface` wrote, e.g. `examples.translation.train
+--marian`'s `<run>/huggingface`) is read twice: by `load_huggingface` (ours) and by
+CTranslate2's converter (the same weights in its format). Four decoders translate the same
+source sentences (the first ``--sentences`` of Multi30k's test_2016_flickr, split by the
+folder's tokenizer):
+
+* ``ours f32``: `Seq2SeqTransformer.generate` (compiled: XLA on TensorFlow);
+* ``ours int8``: the same after `model.quantize("int8")`;
+* ``CT2 f32``, ``CT2 int8``: `ctranslate2.Translator(compute_type="float32" | "int8")`
+  with ``--threads`` intra-op threads (the machine's cores by default).
+
+Both stop at the end token, search without a length penalty and generate at most
+``--max-length`` tokens. Each cell (batch size x search) times ``--rounds`` passes over the
+sentences for each decoder, the decoders alternating within a round after an untimed pass
+(tracing, compiling, loading). `sentences/s` is the sentences over a pass's seconds (the
+two may return hypotheses of different lengths, so tokens/s would compare different work);
+`tokens/s` counts the output tokens of the best hypotheses, end token included. The ratio is
+ours' sentences/s over CTranslate2's at the same precision (> 1: ours is faster), the median
+of the rounds' ratios.
+
+(The file is not named `ctranslate2.py`: run as a script, that name would hide the
+`ctranslate2` package.)
+
+Run from the repository root::
+
+    python benchmarks/against_ctranslate2.py --model runs/marian-finetuned/huggingface
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+from machine import cpu_description, load_average, load_note, versions
+from results import append_section, markdown_table
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a MarianMT folder")
+    parser.add_argument("--sentences", type=int, default=256, help="test sentences per pass")
+    parser.add_argument("--batch", default="1,32", help="comma-separated batch sizes")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-length", type=int, default=64, help="most generated tokens")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--label", default="", help="what the model is, for the report")
+    parser.add_argument("--no-record", action="store_true", help="print, do not append")
+    args = parser.parse_args(argv)
+    args.batch = [int(size) for size in args.batch.split(",")]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    sys.path.insert(0, REPOSITORY)
+    import ctranslate2
+    from ctranslate2.converters import TransformersConverter
+
+    from examples.translation.data import load_multi30k
+    from examples.translation.translator import source_ids
+    from keras_transformer.saving import load_huggingface
+
+    warnings.simplefilter("ignore")
+    started, load_at_start = time.time(), load_average()
+    bundle = load_huggingface(args.model)
+    tokenizer = bundle.tokenizer
+    ours = {"f32": bundle.model, "int8": load_huggingface(args.model).model}
+    ours["int8"].quantize("int8")
+    sentences = [s for s, _ in load_multi30k("test_2016_flickr")][: args.sentences]
+    ids = [row + [tokenizer.end_id] for row in tokenizer.tokenize(sentences).to_list()]
+    pieces = [[p.decode("utf-8") for p in tokenizer.id_to_piece(row).numpy()] for row in ids]
+    converted = tempfile.mkdtemp()
+    TransformersConverter(args.model).convert(converted, force=True)
+    translators = {
+        precision: ctranslate2.Translator(
+            converted, device="cpu", compute_type=compute, intra_threads=args.threads
+        )
+        for precision, compute in (("f32", "float32"), ("int8", "int8"))
+    }
+
+    def ours_pass(model, batch, beam):
+        tokens = 0
+        for start in range(0, len(sentences), batch):
+            rows = sentences[start : start + batch]
+            method = "greedy" if beam == 1 else "beam"
+            extra = {} if beam == 1 else {"beam_size": beam, "length_penalty": 0.0}
+            # Every batch has `batch` rows (the last one filled up): one compiled program.
+            output = model.generate(
+                source_ids(tokenizer, rows, rows=batch),
+                max_length=args.max_length,
+                method=method,
+                **extra,
+            )[: len(rows)]
+            for row in output.tolist():
+                tokens += row.index(tokenizer.end_id) + 1 if tokenizer.end_id in row else len(row)
+        return tokens
+
+    def ct2_pass(translator, batch, beam):
+        results = translator.translate_batch(
+            pieces,
+            beam_size=beam,
+            length_penalty=0.0,
+            max_decoding_length=args.max_length,
+            max_batch_size=batch,
+        )
+        return sum(len(r.hypotheses[0]) + 1 for r in results)  # + the end token
+
+    rows = []
+    for batch in args.batch:
+        for beam in (1, 4):
+            contenders = {}
+            for precision in ("f32", "int8"):
+                contenders[f"ours {precision}"] = (ours_pass, ours[precision])
+                contenders[f"CT2 {precision}"] = (ct2_pass, translators[precision])
+            rates = {name: [] for name in contenders}
+            token_rates = {name: [] for name in contenders}
+            for run, engine in contenders.values():
+                run(engine, batch, beam)  # untimed: tracing, compiling
+            for _ in range(args.rounds):
+                for name, (run, engine) in contenders.items():
+                    begin = time.perf_counter()
+                    tokens = run(engine, batch, beam)
+                    seconds = time.perf_counter() - begin
+                    rates[name].append(len(sentences) / seconds)
+                    token_rates[name].append(tokens / seconds)
+            search = "greedy" if beam == 1 else "beam 4"
+            for precision in ("f32", "int8"):
+                mine, theirs = rates[f"ours {precision}"], rates[f"CT2 {precision}"]
+                ratios = [a / b for a, b in zip(mine, theirs)]
+                rows.append(
+                    [
+                        str(batch),
+                        search,
+                        precision,
+                        f"{statistics.median(mine):,.1f}",
+                        f"{statistics.median(theirs):,.1f}",
+                        f"{statistics.median(token_rates[f'ours {precision}']):,.0f}",
+                        f"{statistics.median(token_rates[f'CT2 {precision}']):,.0f}",
+                        f"{statistics.median(ratios):.2f}",
+                        f"{min(ratios):.2f}-{max(ratios):.2f}",
+                    ]
+                )
+                print(rows[-1], flush=True)
+    table = markdown_table(
+        [
+            "batch",
+            "search",
+            "precision",
+            "ours sentences/s",
+            "CT2 sentences/s",
+            "ours tokens/s",
+            "CT2 tokens/s",
+            "ours / CT2",
+            "range",
+        ],
+        rows,
+    )
+    print(table)
+    if not args.no_record:
+        backend, found = versions()
+        found["CTranslate2"] = ctranslate2.__version__
+        notes = [
+            f"Model: {args.label or args.model}; {len(sentences)} test_2016_flickr sentences, "
+            f"at most {args.max_length} new tokens, no length penalty, {args.rounds} rounds "
+            f"(median), CTranslate2 on {args.threads} threads",
+            f"CPU: {cpu_description()}",
+            f"Wall time: {time.time() - started:.0f} s; {load_note(load_at_start)}",
+        ]
+        append_section(
+            RESULTS,
+            "Decoding against CTranslate2",
+            "benchmarks/against_ctranslate2.py",
+            backend,
+            found,
+            notes,
+            table,
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
