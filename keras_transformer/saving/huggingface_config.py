@@ -59,7 +59,3 @@ def refuse_options(model, problems):
             + "; ".join(problems)
             + "."
         )
-
-
-def dropouts(model):
-    return model.dropout, model.attention_dropout, model.activation_dropout

@@ -159,8 +159,6 @@ def config_from_model(model):
         problems.append(f"`num_key_value_heads={model.num_key_value_heads}` (Marian: None)")
     if model.sliding_window is not None:
         problems.append(f"`sliding_window={model.sliding_window}` (Marian: None)")
-    if not model.share_embeddings and model.source_vocabulary_size == 0:
-        problems.append("no source vocabulary")
     refuse_options(model, problems)
     activation = activation_name(model)
     start_id = model.pad_id if model.start_id is None else model.start_id
