@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer import compat
-from keras_transformer.text.python_tokenizer import ids_rank_2
+from keras_transformer.text.python_tokenizer import ids_rank_2, python_strings
 from keras_transformer.text.tokenizer_files import (
     TOKENIZER_CONFIG_FILENAME,
     check_special_tokens,
@@ -653,10 +653,7 @@ class MarianTokenizer(tf.Module):
         Returns:
             A str for 1-D `ids`, else a list of str.
         """
-        text = self.detokenize(ids).numpy()
-        if isinstance(text, bytes):
-            return text.decode("utf-8")
-        return [item.decode("utf-8") for item in text]
+        return python_strings(self.detokenize(ids))
 
     def id_to_piece(self, ids):
         """Returns the pieces (`tf.string`) of int `ids` (target side); "" for unknown ids.

@@ -9,6 +9,14 @@ import numpy as np
 import tensorflow as tf
 
 
+def python_strings(texts):
+    """A `tf.string` tensor of rank 0 or 1 as a Python `str` or list of `str`."""
+    values = texts.numpy()
+    if isinstance(values, bytes):
+        return values.decode("utf-8")
+    return [value.decode("utf-8") for value in values]
+
+
 def _python_texts(inputs):
     """`(list of str, single)` for a str, a list of str or a rank 0/1 `tf.string` tensor."""
     if isinstance(inputs, (str, bytes)):
@@ -197,10 +205,7 @@ class HuggingFacePythonTokenizer:
         Returns:
             A str for 1-D `ids`, else a list of str.
         """
-        text = self.detokenize(ids).numpy()
-        if isinstance(text, bytes):
-            return text.decode("utf-8")
-        return [item.decode("utf-8") for item in text]
+        return python_strings(self.detokenize(ids))
 
     def id_to_piece(self, ids):
         """Returns the tokens (`tf.string`) of int `ids`; "" for an id no token has.

@@ -26,6 +26,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer import compat
+from keras_transformer.text.python_tokenizer import python_strings
 from keras_transformer.validation import is_int, is_real
 
 MODEL_FILENAME = "subword.model"
@@ -441,10 +442,7 @@ class SubwordTokenizer(tf.Module):
         >>> tokenizer.decode(tokenizer.tokenize("Zwei Hunde."))
         'Zwei Hunde.'
         """
-        text = self.detokenize(ids).numpy()
-        if isinstance(text, bytes):
-            return text.decode("utf-8")
-        return [item.decode("utf-8") for item in text]
+        return python_strings(self.detokenize(ids))
 
     def id_to_piece(self, ids):
         """Returns the subword pieces (`tf.string`) of int `ids`, for inspection.
