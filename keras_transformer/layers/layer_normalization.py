@@ -32,14 +32,19 @@ class LayerNormalization(keras.layers.LayerNormalization):
         - [Ba et al., 2016](https://arxiv.org/abs/1607.06450)
     """
 
-    def call(self, inputs):
-        last_axis_only = self.axis in (-1, len(inputs.shape) - 1, [-1], [len(inputs.shape) - 1])
-        if (
+    def build(self, input_shape):
+        super().build(input_shape)
+        rank = len(input_shape)
+        # Decided once: the backend and the settings do not change between calls.
+        self._written_out_gradient = (
             layer_norm_gradient_written_out()
-            and last_axis_only
+            and self.axis in (-1, rank - 1, [-1], [rank - 1])
             and self.scale
             and self.center
             and not self.rms_scaling
-        ):
+        )
+
+    def call(self, inputs):
+        if self._written_out_gradient:
             return layer_normalization(inputs, self.gamma, self.beta, self.epsilon)
         return super().call(inputs)

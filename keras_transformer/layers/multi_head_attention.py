@@ -11,7 +11,8 @@ from keras_transformer.layers.projection_options import (
 )
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.ops.alibi import alibi_bias
-from keras_transformer.ops.attention import scaled_dot_product_attention
+from keras_transformer.ops.attention import attend
+from keras_transformer.ops.backend_paths import fused_attention_pays
 from keras_transformer.ops.masks import (
     causal_mask,
     check_mask_shape,
@@ -50,9 +51,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     The layer takes Keras's arguments for that layer by keyword (see the layers
     guide for the differences that remain).
 
-    Relative positions: `position="rotary"` rotates each query and key head by
-    its position (Su et al., 2021), so that their scores depend on the offset
-    between them; `position="alibi"` adds `-slope_h * |i - j|` to head `h`'s
+    Relative positions: `relative_position="rotary"` rotates each query and key
+    head by its position (Su et al., 2021), so that their scores depend on the
+    offset between them; `relative_position="alibi"` adds `-slope_h * |i - j|` to head `h`'s
     logits (Press et al., 2022; the symmetric form without a causal mask).
     Both follow the absolute positions of a cache: the new steps are rotated
     (or biased) at `cache_update_index + i`, and the cache holds rotated keys.
@@ -64,7 +65,8 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     each new query attends causally to positions `<= cache_update_index + i`
     (no extra mask needed), and the layer returns `(outputs, new_cache)`. With a
     `cache` and no `cache_update_index` the cache is used as precomputed keys and
-    values (cross-attention to a fixed encoder output), see `compute_cache`.
+    values (cross-attention to a fixed encoder output, see `compute_cache`); it
+    is read, not returned.
 
     Args:
         num_heads: int, number of attention heads.
@@ -89,13 +91,14 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         use_gate: bool, multiply each head's output by
             `sigmoid(query W_g + b_g)` before the output projection
             (Qiu et al., 2025). Defaults to `False`.
-        position: `None`, `"rotary"` or `"alibi"`, the positions the attention
-            encodes itself (see above). Rotary needs an even `key_dim`; ALiBi
+        relative_position: `None`, `"rotary"` or `"alibi"`, the positions the
+            attention encodes itself (see above). Configs saved with its
+            earlier name, `position`, still load. Rotary needs an even `key_dim`; ALiBi
             takes the explicit attention path (its bias is added in float32),
             so not `flash_attention=True`. Defaults to `None` (none: the
             paper's attention, positions come from the embeddings).
         max_wavelength: float, the longest wavelength of the rotary angles
-            (`position="rotary"` only). Defaults to `10000`.
+            (`relative_position="rotary"` only). Defaults to `10000`.
         flash_attention: bool or `None`. `True` requires the flash kernel of
             `keras.ops.dot_product_attention`: dropout, attention scores or a
             value head size other than `key_dim` then raise a `ValueError`, as
@@ -136,13 +139,16 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             probabilities, shape `(batch, num_heads, target_length, source_length)`.
         training: bool, whether dropout is active.
         query_mask, value_mask, key_mask: Keras masks of shape
-            `(batch, length)`. Keras fills these from the inputs' masks; they
-            are ignored when decoding with a cache.
+            `(batch, length)`, `False` at padding. Keras fills them from the
+            inputs' masks. With a `cache`, `query_mask` and `value_mask` (which
+            describe the new steps) are ignored and `key_mask` covers the
+            cache's positions, `(batch, cache_length)`.
 
     Returns:
-        `outputs` of shape `(batch, target_length, output_dim)`; then the
-        scores if `return_attention_scores`; then the new cache if `cache` was
-        given (as a tuple).
+        `outputs` of shape `(batch, target_length, output_dim)`; with
+        `return_attention_scores`, `(outputs, scores)`; with a `cache` and a
+        `cache_update_index`, the updated cache last: `(outputs, cache)` or
+        `(outputs, scores, cache)`.
 
     Example:
 
@@ -182,13 +188,22 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         bias_constraint=None,
         output_shape=None,
         attention_axes=None,
-        position=None,
+        relative_position=None,
         max_wavelength=10000,
         **kwargs,
     ):
+        reject_position(kwargs, "MultiHeadAttention")
         super().__init__(**kwargs)
-        check_positive_int("num_heads", num_heads)
-        _check_position(position, max_wavelength, flash_attention)
+        check_attention_arguments(
+            num_heads,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            sliding_window=sliding_window,
+            dropout=dropout,
+            flash_attention=flash_attention,
+            relative_position=relative_position,
+            max_wavelength=max_wavelength,
+        )
         output_dim = _output_dim(output_dim, output_shape)
         if attention_axes not in (None, 1, (1,), [1]):
             raise ValueError(
@@ -197,28 +212,8 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 f"attention_axes={attention_axes!r}. Reshape other layouts to rank 3, or use "
                 "`keras.layers.MultiHeadAttention`."
             )
-        for name, value in (
-            ("key_dim", key_dim),
-            ("value_dim", value_dim),
-            ("output_dim", output_dim),
-            ("num_key_value_heads", num_key_value_heads),
-            ("sliding_window", sliding_window),
-        ):
-            if value is not None:
-                check_positive_int(name, value)
-        if num_key_value_heads is not None and num_heads % num_key_value_heads:
-            raise ValueError(
-                f"`num_key_value_heads` ({num_key_value_heads}) must divide `num_heads` "
-                f"({num_heads}): each key/value head serves an equal group of query heads. "
-                "Pick a divisor of `num_heads`."
-            )
-        check_rate("dropout", dropout)
-        if flash_attention and dropout > 0:
-            raise ValueError(
-                f"`flash_attention=True` cannot be honoured with `dropout={dropout}`: the "
-                "flash kernel has no dropout. Pass `dropout=0.0`, or `flash_attention=None` "
-                "to use the flash kernel only where it can run."
-            )
+        check_positive_int("value_dim", value_dim, allow_none=True)
+        check_positive_int("output_dim", output_dim, allow_none=True)
         if not isinstance(use_gate, bool):
             raise ValueError(f"`use_gate` must be True or False. Received: use_gate={use_gate!r}.")
         self.num_heads = num_heads
@@ -234,7 +229,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         self.seed = seed
         self.sliding_window = sliding_window
         self.use_gate = use_gate
-        self.position = position
+        self.relative_position = relative_position
         self.max_wavelength = max_wavelength
         # Kept apart from the base layer's `activity_regularizer`, which would apply to
         # the layer's output instead of each projection's.
@@ -275,13 +270,15 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             self._key_dim = query_dim // self.num_heads
         else:
             self._key_dim = self.key_dim
-        if self.position == "rotary" and self._key_dim % 2:
+        if self.relative_position == "rotary" and self._key_dim % 2:
             raise ValueError(
-                f'`position="rotary"` turns pairs of features, so the head size must be even. '
-                f"Received: key_dim={self._key_dim}. Pass an even `key_dim` (or a width and "
-                "`num_heads` whose quotient is even)."
+                '`relative_position="rotary"` turns pairs of features, so the head size must '
+                f"be even. Received: key_dim={self._key_dim}. Pass an even `key_dim` (or a "
+                "width and `num_heads` whose quotient is even)."
             )
         self._value_dim = self.value_dim or self._key_dim
+        # Decided once: whether `keras.ops.dot_product_attention` beats the explicit path.
+        self._fused_pays = fused_attention_pays(self.compute_dtype)
         self._num_kv_heads = self.num_key_value_heads or self.num_heads
         if value_shape is None:
             value_shape = query_shape
@@ -407,7 +404,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 (None, None, value.shape[-1]), value.shape, None if key is None else key.shape
             )
         key = value if key is None else key
-        keys = self._rotate(self._dense(self.key_dense, key, 1), 0)
+        keys = self._dense(self.key_dense, key, 1)
+        if self.relative_position == "rotary":
+            keys = apply_rotary_embedding(keys, 0, self.max_wavelength)
         return ops.stack([keys, self._dense(self.value_dense, value, 1)], axis=1)
 
     def call(
@@ -425,62 +424,64 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         value_mask=None,
         key_mask=None,
     ):
-        if value is None and (cache is None or cache_update_index is not None):
-            raise ValueError(
-                "`value` is required unless a precomputed `cache` is passed without "
-                "`cache_update_index`."
-            )
-        _check_input_shapes(
-            query.shape,
-            None if value is None else value.shape,
-            None if key is None else key.shape,
-        )
+        decoding = cache is not None and cache_update_index is not None
+        precomputed = cache is not None and cache_update_index is None
         flash_attention = self._flash_attention()
-        if flash_attention and return_attention_scores:
-            raise ValueError(
-                "`return_attention_scores=True` cannot be honoured with "
-                "`flash_attention=True`: the flash kernel never forms the scores. Build the "
-                "layer with `flash_attention=None` (or False) to get them."
-            )
+        _check_call(value, precomputed, flash_attention, return_attention_scores)
+        start = cache_update_index if decoding else 0
 
-        q, k, v, new_cache = self._project(query, value, key, cache, cache_update_index)
+        # Project to heads: one matrix product for self-attention's q, k and v.
+        if key is None and value is query and self._value_dim == self._key_dim and self._fusable():
+            q, k, v = self._project_self_attention(query)
+        else:
+            q = self._dense(self.query_dense, query, 1)
+            if not precomputed:
+                k = self._dense(self.key_dense, value if key is None else key, 1)
+                v = self._dense(self.value_dense, value, 1)
+        if self.relative_position == "rotary":
+            q = apply_rotary_embedding(q, start, self.max_wavelength)
+            if not precomputed:  # a precomputed cache holds keys rotated from position 0
+                k = apply_rotary_embedding(k, start, self.max_wavelength)
+        if precomputed:
+            k, v = cache[:, 0], cache[:, 1]
+        if decoding:
+            # One write of the new steps into the cache, which XLA does in place in a
+            # decoding loop (slicing keys and values out and stacking them again copied
+            # the whole cache every step).
+            new_steps = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
+            cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new_steps)
+            k, v = cache[:, 0], cache[:, 1]
+
         mask = self._attention_mask(
-            q, k, attention_mask, use_causal_mask, cache, cache_update_index,
-            query_mask, value_mask, key_mask,
+            ops.shape(q)[1], ops.shape(k)[1], start, attention_mask,
+            use_causal_mask or decoding, query_mask,
+            None if cache is not None else value_mask, key_mask,
         )  # fmt: skip
         bias = None
-        if self.position == "alibi":
-            decoding = cache is not None and cache_update_index is not None
-            bias = alibi_bias(
-                self.num_heads,
-                ops.shape(q)[1],
-                ops.shape(k)[1],
-                cache_update_index if decoding else 0,
-            )
-        attended = scaled_dot_product_attention(
+        if self.relative_position == "alibi":
+            bias = alibi_bias(self.num_heads, ops.shape(q)[1], ops.shape(k)[1], start)
+        attended = attend(
             q,
             k,
             v,
             mask=mask,
             bias=bias,
-            dropout=self.dropout,
-            return_attention_scores=return_attention_scores,
-            training=training,
+            dropout=self.dropout if training else 0.0,
             seed=self.seed_generator,
+            scale=None,
             flash_attention=flash_attention,
+            fused=self._value_dim == self._key_dim and (flash_attention or self._fused_pays),
+            return_attention_scores=return_attention_scores,
         )
-        scores = None
         if return_attention_scores:
             attended, scores = attended
         if self.gate_dense is not None:
             attended = attended * self._dense(self.gate_dense, query, 1)
         outputs = self._dense(self.output_dense, attended, 2)
 
-        results = (outputs,)
-        if return_attention_scores:
-            results += (scores,)
-        if cache is not None:
-            results += (new_cache,)
+        results = (outputs, scores) if return_attention_scores else (outputs,)
+        if decoding:
+            results += (cache,)
         return results[0] if len(results) == 1 else results
 
     def _flash_attention(self):
@@ -489,81 +490,61 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             return self.flash_attention
         return keras.config.is_flash_attention_enabled()
 
-    def _project(self, query, value, key, cache, cache_update_index):
-        """`(q, k, v, new_cache)`: the projected heads, with the cache read and written."""
-        self_attention = key is None and value is query
-        if self_attention and self._value_dim == self._key_dim and self._fusable():
-            q, k, v = self._project_self_attention(query)
-        else:
-            q = self._dense(self.query_dense, query, 1)
-            k = v = None
-            if cache is None or cache_update_index is not None:
-                k = self._dense(self.key_dense, value if key is None else key, 1)
-                v = self._dense(self.value_dense, value, 1)
-        if cache is None:
-            return self._rotate(q, 0), self._rotate(k, 0), v, None
-        if cache_update_index is None:
-            # Precomputed keys, rotated by `compute_cache` at positions from 0.
-            return self._rotate(q, 0), cache[:, 0], cache[:, 1], cache
-        # The cache holds rotated keys: each new step is rotated at its own position.
-        q, k = self._rotate(q, cache_update_index), self._rotate(k, cache_update_index)
-        # One write of the new steps into the cache itself, which XLA does in place in a
-        # decoding loop; slicing keys and values out first and stacking them again copied
-        # the whole cache every step.
-        new_steps = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
-        new_cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new_steps)
-        return q, new_cache[:, 0], new_cache[:, 1], new_cache
-
-    def _rotate(self, x, start_index):
-        """`x` rotated from position `start_index` with `position="rotary"`, else `x`."""
-        if self.position != "rotary":
-            return x
-        return apply_rotary_embedding(x, start_index, self.max_wavelength)
-
     def _attention_mask(
         self,
-        q,
-        k,
+        query_length,
+        key_length,
+        start,
         attention_mask,
-        use_causal_mask,
-        cache,
-        cache_update_index,
+        causal,
         query_mask,
         value_mask,
         key_mask,
     ):
-        """The boolean attention mask, `(batch, T, S)` or `(batch, heads, T, S)`, or `None`."""
-        check_mask_shape(attention_mask, q.shape[1], k.shape[1], ranks=(2, 3, 4))
-        per_head = attention_mask is not None and len(attention_mask.shape) == 4
-        if per_head and attention_mask.shape[1] not in (None, 1, self.num_heads):
-            raise ValueError(
-                f"A rank-4 `attention_mask` is `(batch, num_heads, T, S)`: its axis 1 must be "
-                f"{self.num_heads} (one mask per head) or 1. Received: "
-                f"attention_mask.shape={tuple(attention_mask.shape)}."
+        """The boolean mask, broadcastable to `(batch, heads, T, S)`, or `None`.
+
+        Checks the masks a caller passed (the layer's only checks at call time): the
+        attention mask `(batch, T, S)` or `(batch, heads, T, S)` and the key mask
+        `(batch, S)`; `start` is the absolute position of the first query.
+        """
+        static_query, static_key = query_length, key_length
+        if not isinstance(static_query, int):
+            static_query = None
+        if not isinstance(static_key, int):
+            static_key = None
+        check_mask_shape(attention_mask, static_query, static_key, ranks=(2, 3, 4))
+        if attention_mask is not None and len(attention_mask.shape) == 4:
+            if attention_mask.shape[1] not in (None, 1, self.num_heads):
+                raise ValueError(
+                    "A rank-4 `attention_mask` is `(batch, num_heads, T, S)`: its axis 1 "
+                    f"must be {self.num_heads} (one mask per head) or 1. Received: "
+                    f"attention_mask.shape={tuple(attention_mask.shape)}."
+                )
+        elif attention_mask is not None:  # (T, S) or (batch, T, S) to (batch | 1, 1, T, S)
+            attention_mask = _expand(
+                attention_mask, (0, 1) if len(attention_mask.shape) == 2 else (1,)
             )
-        if cache is not None:
-            # Keras masks describe the new steps only, not the cached positions.
-            value_mask = key_mask = None
-        query_length, key_length = ops.shape(q)[1], ops.shape(k)[1]
-        decoding = cache is not None and cache_update_index is not None
-        start = cache_update_index if decoding else 0
-        mask = merge_masks(
-            None if query_mask is None else ops.expand_dims(query_mask, -1),
-            None if value_mask is None else ops.expand_dims(value_mask, -2),
-            None if key_mask is None else ops.expand_dims(key_mask, -2),
-            None if per_head else attention_mask,
+        # A block hands its `padding_mask` (or `decoder_padding_mask`, `encoder_padding_mask`)
+        # over as `key_mask`: the message names both.
+        check_mask_shape(
+            key_mask, None, static_key, name="key_mask` (a block's padding mask", ranks=(2,)
+        )
+        # Every mask broadcast to rank 4 with `expand_dims`, which LiteRT's built-in
+        # operators cover (a new axis by indexing becomes a TensorFlow-only op there).
+        return merge_masks(
+            None if query_mask is None else _expand(query_mask, (1, 3)),
+            None if value_mask is None else _expand(value_mask, (1, 2)),
+            None if key_mask is None else _expand(key_mask, (1, 2)),
+            attention_mask,
             # With a cache, unfilled slots lie in every new step's future, so this also
             # hides them.
-            causal_mask(query_length, key_length, start)[None]
-            if decoding or use_causal_mask
-            else None,
+            _expand(causal_mask(query_length, key_length, start), (0, 1)) if causal else None,
             None
             if self.sliding_window is None
-            else sliding_window_mask(query_length, key_length, self.sliding_window, start)[None],
+            else _expand(
+                sliding_window_mask(query_length, key_length, self.sliding_window, start), (0, 1)
+            ),
         )
-        if per_head:
-            mask = merge_masks(None if mask is None else ops.expand_dims(mask, 1), attention_mask)
-        return mask
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         _check_input_shapes(query_shape, value_shape, key_shape)
@@ -595,9 +576,13 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             )
             scores_shape = (query.shape[0], self.num_heads, query.shape[1], source_length)
             results += (keras.KerasTensor(scores_shape, dtype=self.compute_dtype),)
-        if cache is not None:
+        if cache is not None and cache_update_index is not None:
             results += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
         return results[0] if len(results) == 1 else results
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(renamed_position(config))
 
     def get_config(self):
         config = super().get_config()
@@ -616,7 +601,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 "seed": self.seed,
                 "sliding_window": self.sliding_window,
                 "use_gate": self.use_gate,
-                "position": self.position,
+                "relative_position": self.relative_position,
                 "max_wavelength": self.max_wavelength,
                 **serialize_projection_options(self._projection_options),
             }
@@ -624,15 +609,101 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         return config
 
 
+def _check_call(value, precomputed, flash_attention, return_attention_scores):
+    """Raises a `ValueError` naming the argument and the fix for a call that cannot run."""
+    if value is None and not precomputed:
+        raise ValueError(
+            "`value` is required unless a precomputed `cache` is passed without "
+            "`cache_update_index`."
+        )
+    if flash_attention and return_attention_scores:
+        raise ValueError(
+            "`return_attention_scores=True` cannot be honoured with "
+            "`flash_attention=True`: the flash kernel never forms the scores. Build the "
+            "layer with `flash_attention=None` (or False) to get them."
+        )
+
+
+def _expand(mask, axes):
+    for axis in axes:
+        mask = ops.expand_dims(mask, axis)
+    return mask
+
+
+def renamed_position(config):
+    """`config` with the earlier `position` argument under its name `relative_position`.
+
+    Blocks and stacks took the model's choice of positions as `position`, of which only
+    `"rotary"` and `"alibi"` reach attention; the absolute ones become `None`.
+    """
+    if "position" not in config:
+        return config
+    config = dict(config)
+    position = config.pop("position")
+    config.setdefault("relative_position", position if position in ATTENTION_POSITIONS else None)
+    return config
+
+
+def reject_position(kwargs, owner):
+    """Raises a `ValueError` naming the new name if `kwargs` holds the earlier `position`."""
+    if "position" in kwargs:
+        raise ValueError(
+            f'{owner} takes `relative_position` ("rotary", "alibi" or None), the positions '
+            "attention encodes, instead of `position`, which names a model's choice of "
+            'positions. Rename the argument; absolute positions ("sinusoidal", "learned") '
+            "are None here. Received: position={kwargs['position']!r}."
+        )
+
+
+def check_attention_arguments(
+    num_heads,
+    key_dim=None,
+    num_key_value_heads=None,
+    sliding_window=None,
+    dropout=0.0,
+    flash_attention=None,
+    relative_position=None,
+    max_wavelength=10000,
+    dropout_name="dropout",
+):
+    """Raises a `ValueError`, naming the argument and the fix, for attention arguments.
+
+    Run where a user first passes them: by `MultiHeadAttention` and by the blocks and
+    stacks, which build their attention layers later (`dropout_name` is their name for
+    the attention dropout).
+    """
+    check_positive_int("num_heads", num_heads)
+    for name, value in (
+        ("key_dim", key_dim),
+        ("num_key_value_heads", num_key_value_heads),
+        ("sliding_window", sliding_window),
+    ):
+        check_positive_int(name, value, allow_none=True)
+    if num_key_value_heads is not None and num_heads % num_key_value_heads:
+        raise ValueError(
+            f"`num_key_value_heads` ({num_key_value_heads}) must divide `num_heads` "
+            f"({num_heads}): each key/value head serves an equal group of query heads. "
+            "Pick a divisor of `num_heads`."
+        )
+    check_rate(dropout_name, dropout)
+    if flash_attention and dropout > 0:
+        raise ValueError(
+            f"`flash_attention=True` cannot be honoured with `{dropout_name}={dropout}`: the "
+            f"flash kernel has no dropout. Pass `{dropout_name}=0.0`, or "
+            "`flash_attention=None` to use the flash kernel only where it can run."
+        )
+    _check_position(relative_position, max_wavelength, flash_attention)
+
+
 def _check_position(position, max_wavelength, flash_attention):
-    """Raises a `ValueError` for a `position` or `max_wavelength` the layer cannot use."""
+    """Raises a `ValueError` for a `relative_position` or `max_wavelength` the layer cannot use."""
     if position in ("sinusoidal", "learned"):
         raise ValueError(
-            f"`position={position!r}` is an absolute position added to the embeddings "
-            "(`TokenAndPositionEmbedding`), not something attention computes. Pass "
-            '`position=None` here, or "rotary" or "alibi" for positions inside attention.'
+            f"`relative_position={position!r}`: that is an absolute position, added to the "
+            "embeddings (`TokenAndPositionEmbedding`), not something attention computes. "
+            'Pass `relative_position=None` here, or "rotary" or "alibi".'
         )
-    check_one_of("position", position, ATTENTION_POSITIONS)
+    check_one_of("relative_position", position, ATTENTION_POSITIONS)
     if not is_real(max_wavelength) or max_wavelength <= 1:
         raise ValueError(
             "`max_wavelength` must be a number greater than 1 (the rotary angles' longest "
@@ -640,8 +711,9 @@ def _check_position(position, max_wavelength, flash_attention):
         )
     if position == "alibi" and flash_attention:
         raise ValueError(
-            '`position="alibi"` cannot be honoured with `flash_attention=True`: its bias is '
-            "added to the logits on the explicit path. Pass `flash_attention=None` or False."
+            '`relative_position="alibi"` cannot be honoured with `flash_attention=True`: its '
+            "bias is added to the logits on the explicit path. Pass `flash_attention=None` or "
+            "False."
         )
 
 

@@ -221,7 +221,6 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         return self.token_embedding.embeddings
 
     def call(self, inputs, token_type_ids=None, start_index=0, training=None):
-        check_rank("inputs", inputs.shape, 2, "`(batch, length)` of token ids")
         # Keras's int8 / int4 embedding divides by its float32 scales after casting, so
         # under mixed precision it returns float32: back to the compute dtype.
         x = ops.cast(self.token_embedding(inputs), self.compute_dtype)

@@ -53,15 +53,17 @@ class TransformerDecoder(TransformerStackBase):
             or using caches, run as usual. Use this instead of
             `keras.RematScope`, which fails on layers taking `training`
             (see `docs/keras_features.md`). Defaults to `False`.
-        **kwargs: every other `TransformerDecoderBlock` argument (including
-            `cross_attention` and `position`) and the base layer arguments.
+        cross_attention: bool, whether the blocks attend to an encoder output.
+            Defaults to `True`.
+        **kwargs: every other `TransformerEncoderBlock` argument (including
+            `relative_position`) and the base layer arguments.
 
     Call arguments:
         Those of `TransformerDecoderBlock`, with a tuple of the blocks' caches
-        for each cache. Returns
-        `outputs`; then the list of each block's scores dicts if
-        `return_attention_scores`; then `(self_attention_cache,
-        cross_attention_cache)` if `self_attention_cache` was given.
+        for each cache. Returns `outputs`; with `return_attention_scores`,
+        `(outputs, scores)`, the scores a list of each block's dicts; with a
+        `self_attention_cache`, the updated tuple of caches last: `(outputs,
+        cache)` or `(outputs, scores, cache)`.
 
     Example:
 
@@ -77,9 +79,17 @@ class TransformerDecoder(TransformerStackBase):
 
     block_class = TransformerDecoderBlock
 
+    def __init__(self, num_layers, num_heads, intermediate_dim, cross_attention=True, **kwargs):
+        super().__init__(
+            num_layers, num_heads, intermediate_dim, cross_attention=cross_attention, **kwargs
+        )
+
+    def _block_specific_arguments(self, kwargs):
+        return {"cross_attention": kwargs.pop("cross_attention")}
+
     def build(self, inputs_shape, encoder_outputs_shape=None):
         check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
-        self._build_blocks(inputs_shape, encoder_outputs_shape)
+        super().build(inputs_shape, encoder_outputs_shape)
 
     def initial_self_attention_cache(self, batch_size, max_length, dtype=None):
         """A tuple of zeros `(batch, 2, max_length, kv_heads, key_dim)`, one per block."""
@@ -110,65 +120,56 @@ class TransformerDecoder(TransformerStackBase):
         decoder_attention_mask=None,
         encoder_attention_mask=None,
     ):
-        x = inputs
-        all_scores, self_caches = [], []
-        if (
-            self_attention_cache is None
-            and cross_attention_cache is None
-            and not return_attention_scores
-        ):
-            # A rematerialized block gets its inputs without their Keras masks.
-            if decoder_padding_mask is None:
-                decoder_padding_mask = get_keras_mask(inputs)
-            if encoder_padding_mask is None:
-                encoder_padding_mask = get_keras_mask(encoder_outputs)
-            for block in self.blocks:
-                x = self._call_block(
-                    block,
-                    x,
-                    {
-                        "encoder_outputs": encoder_outputs,
-                        "decoder_padding_mask": decoder_padding_mask,
-                        "encoder_padding_mask": encoder_padding_mask,
-                        "decoder_attention_mask": decoder_attention_mask,
-                        "encoder_attention_mask": encoder_attention_mask,
-                    },
-                    use_causal_mask=use_causal_mask,
-                    training=training,
-                )
-            return self._finish(x)
+        if self_attention_cache is None and decoder_padding_mask is None:
+            # Read once: a rematerialized block gets its inputs without their Keras masks.
+            decoder_padding_mask = get_keras_mask(inputs)
+        if cross_attention_cache is None and encoder_padding_mask is None:
+            encoder_padding_mask = get_keras_mask(encoder_outputs)
         _check_per_block("self_attention_cache", self_attention_cache, self.num_layers)
         _check_per_block("cross_attention_cache", cross_attention_cache, self.num_layers)
+        tensors = {
+            "encoder_outputs": encoder_outputs,
+            "decoder_padding_mask": decoder_padding_mask,
+            "encoder_padding_mask": encoder_padding_mask,
+            "decoder_attention_mask": decoder_attention_mask,
+            "encoder_attention_mask": encoder_attention_mask,
+        }
+        remat = self._rematerializes(training, return_attention_scores, self_attention_cache)
+        x, all_scores, new_caches = inputs, [], []
         for i, block in enumerate(self.blocks):
-            outputs = block(
-                x,
-                encoder_outputs,
-                decoder_padding_mask=decoder_padding_mask,
-                encoder_padding_mask=encoder_padding_mask,
-                use_causal_mask=use_causal_mask,
-                self_attention_cache=_block_cache(self_attention_cache, i),
-                cross_attention_cache=_block_cache(cross_attention_cache, i),
-                cache_update_index=cache_update_index,
-                training=training,
-                return_attention_scores=return_attention_scores,
-                decoder_attention_mask=decoder_attention_mask,
-                encoder_attention_mask=encoder_attention_mask,
-            )
-            if not isinstance(outputs, tuple):
+            if remat:
+                outputs = self._rematerialized_block(
+                    block, x, tensors, use_causal_mask=use_causal_mask, training=training
+                )
+            else:
+                outputs = block(
+                    x,
+                    **tensors,
+                    use_causal_mask=use_causal_mask,
+                    self_attention_cache=_block_cache(self_attention_cache, i),
+                    cross_attention_cache=_block_cache(cross_attention_cache, i),
+                    cache_update_index=cache_update_index,
+                    training=training,
+                    return_attention_scores=return_attention_scores,
+                )
+            if self_attention_cache is not None and return_attention_scores:
+                x, scores, cache = outputs
+            elif self_attention_cache is not None:
+                x, cache = outputs
+            elif return_attention_scores:
+                x, scores = outputs
+            else:
                 x = outputs
-                continue
-            x, rest = outputs[0], outputs[1:]
             if return_attention_scores:
-                all_scores.append(rest[0])
-                rest = rest[1:]
+                all_scores.append(scores)
             if self_attention_cache is not None:
-                self_caches.append(rest[0])
-        x = self._finish(x)
-        results = (x,)
-        if return_attention_scores:
-            results += (all_scores,)
+                new_caches.append(cache)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+
+        results = (x, all_scores) if return_attention_scores else (x,)
         if self_attention_cache is not None:
-            results += (type(self_attention_cache)(self_caches), cross_attention_cache)
+            results += (type(self_attention_cache)(new_caches),)
         return results[0] if len(results) == 1 else results
 
     def compute_output_spec(
@@ -199,6 +200,5 @@ class TransformerDecoder(TransformerStackBase):
                     lambda cache: keras.KerasTensor(cache.shape, dtype=cache.dtype),
                     self_attention_cache,
                 ),
-                cross_attention_cache,
             )
         return results[0] if len(results) == 1 else results

@@ -25,12 +25,28 @@ class TransformerEncoder(TransformerStackBase):
             or using caches, run as usual. Use this instead of
             `keras.RematScope`, which fails on layers taking `training`
             (see `docs/keras_features.md`). Defaults to `False`.
-        **kwargs: every other `TransformerEncoderBlock` argument (`dropout`,
-            `attention_dropout`, `activation_dropout`, `activation`,
-            `norm_first`, `layer_norm_epsilon`, `key_dim`,
-            `num_key_value_heads`, initializers, `flash_attention`,
-            `sliding_window`, `position`, regularizers and constraints) and the base
-            layer arguments such as `name` and `dtype`.
+        dropout: float, residual dropout. Defaults to `0.1`.
+        attention_dropout: float. Defaults to `0.0`.
+        activation_dropout: float. Defaults to `0.0`.
+        activation: feed-forward activation. Defaults to `"relu"`.
+        norm_first: bool, pre-norm (then a final layer norm closes the stack).
+            Defaults to `False`.
+        layer_norm_epsilon: float. Defaults to `1e-6`.
+        key_dim: int. Defaults to `width // num_heads`.
+        num_key_value_heads: int. Defaults to `num_heads`.
+        kernel_initializer: Defaults to `"glorot_uniform"`.
+        bias_initializer: Defaults to `"zeros"`.
+        flash_attention: bool or `None`. Defaults to `None`.
+        sliding_window: int or `None`. Defaults to `None`.
+        kernel_regularizer: Defaults to `None`.
+        bias_regularizer: Defaults to `None`.
+        activity_regularizer: Defaults to `None`.
+        kernel_constraint: Defaults to `None`.
+        bias_constraint: Defaults to `None`.
+        relative_position: `None`, `"rotary"` or `"alibi"`. Defaults to `None`.
+            Each of these is handed to every block: see `TransformerEncoderBlock`
+            for what it does.
+        **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
         inputs: tensor `(batch, length, width)`.
@@ -55,7 +71,7 @@ class TransformerEncoder(TransformerStackBase):
 
     def build(self, inputs_shape):
         check_rank("inputs", inputs_shape, 3, "`(batch, length, width)`")
-        self._build_blocks(inputs_shape)
+        super().build(inputs_shape)
 
     def call(
         self,
@@ -65,29 +81,24 @@ class TransformerEncoder(TransformerStackBase):
         training=None,
         return_attention_scores=False,
     ):
-        x = inputs
-        all_scores = []
         if padding_mask is None:
             # Read once: a rematerialized block gets its inputs without their Keras mask.
             padding_mask = get_keras_mask(inputs)
+        masks = {"padding_mask": padding_mask, "attention_mask": attention_mask}
+        remat = self._rematerializes(training, return_attention_scores)
+        x, all_scores = inputs, []
         for block in self.blocks:
-            if return_attention_scores:
-                x, scores = block(
-                    x,
-                    padding_mask=padding_mask,
-                    attention_mask=attention_mask,
-                    training=training,
-                    return_attention_scores=True,
-                )
-                all_scores.append(scores)
+            if remat:
+                x = self._rematerialized_block(block, x, masks, training=training)
             else:
-                x = self._call_block(
-                    block,
-                    x,
-                    {"padding_mask": padding_mask, "attention_mask": attention_mask},
-                    training=training,
+                x = block(
+                    x, **masks, training=training, return_attention_scores=return_attention_scores
                 )
-        x = self._finish(x)
+            if return_attention_scores:
+                x, scores = x
+                all_scores.append(scores)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
         return (x, all_scores) if return_attention_scores else x
 
     def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):

@@ -1,11 +1,6 @@
 import keras
 
 from keras_transformer.layers.transformer_block_base import TransformerBlockBase
-from keras_transformer.ops.masks import (
-    check_mask_shape,
-    get_keras_mask,
-)
-from keras_transformer.validation import check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -53,10 +48,11 @@ class TransformerEncoderBlock(TransformerBlockBase):
             Defaults to `None`.
         bias_constraint: constraint for every projection bias.
             Defaults to `None`.
-        position: the model's choice of positions: `"rotary"` or `"alibi"`
-            make the self-attention encode them (see `MultiHeadAttention`);
-            `"sinusoidal"`, `"learned"` and `None` leave it position-free (the
-            embeddings add absolute positions). Defaults to `None`.
+        relative_position: `"rotary"` or `"alibi"` make the self-attention
+            encode positions (see `MultiHeadAttention`); `None` leaves it
+            position-free, for absolute positions added to the embeddings.
+            Configs saved with its earlier name, `position`, still load.
+            Defaults to `None`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
@@ -67,6 +63,10 @@ class TransformerEncoderBlock(TransformerBlockBase):
         training: bool, whether dropout is active.
         return_attention_scores: bool, also return the attention
             probabilities `(batch, num_heads, length, length)`.
+
+    Returns:
+        `outputs` `(batch, length, width)`, or `(outputs, scores)` with
+        `return_attention_scores=True`.
 
     Example:
 
@@ -80,9 +80,7 @@ class TransformerEncoderBlock(TransformerBlockBase):
     """
 
     def build(self, inputs_shape):
-        self._build_self_attention(inputs_shape)
-        self._build_feed_forward(inputs_shape)
-        self.built = True
+        super().build(inputs_shape)
 
     def call(
         self,
@@ -92,30 +90,32 @@ class TransformerEncoderBlock(TransformerBlockBase):
         training=None,
         return_attention_scores=False,
     ):
-        check_rank("inputs", inputs.shape, 3, "`(batch, length, width)`")
-        length = inputs.shape[1]
-        check_mask_shape(padding_mask, None, length, name="padding_mask", ranks=(2,))
-        check_mask_shape(attention_mask, length, length)
-        if padding_mask is None:
-            padding_mask = get_keras_mask(inputs)
-        mask = self._attention_mask(padding_mask, attention_mask)
-        x, extras = self._residual(
-            inputs,
-            self.self_attention_layer_norm,
-            self.self_attention_dropout,
-            lambda h: self.self_attention(
-                h,
-                h,
-                attention_mask=mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-            ),
-            training,
+        # Self-attention sub-layer: post-norm `LN(x + Dropout(Attention(x)))`, or
+        # pre-norm `x + Dropout(Attention(LN(x)))`. The attention layer checks and
+        # merges the masks; Keras hands it the padding mask of `h` as `value_mask`.
+        x = inputs
+        h = self.self_attention_layer_norm(x) if self.norm_first else x
+        h = self.self_attention(
+            h,
+            h,
+            attention_mask=attention_mask,
+            key_mask=padding_mask,
+            return_attention_scores=return_attention_scores,
+            training=training,
         )
-        x = self._feed_forward_residual(x, training)
         if return_attention_scores:
-            return x, extras[0]
-        return x
+            h, scores = h
+        x = x + self.self_attention_dropout(h, training=training)
+        if not self.norm_first:
+            x = self.self_attention_layer_norm(x)
+
+        # Feed-forward sub-layer, the same way.
+        h = self.feed_forward_layer_norm(x) if self.norm_first else x
+        h = self.feed_forward(h, training=training)
+        x = x + self.feed_forward_dropout(h, training=training)
+        if not self.norm_first:
+            x = self.feed_forward_layer_norm(x)
+        return (x, scores) if return_attention_scores else x
 
     def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):
         outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)

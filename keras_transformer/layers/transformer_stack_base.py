@@ -1,29 +1,57 @@
 """What the encoder and decoder stacks share: N identical blocks, then (pre-norm) a layer norm."""
 
-import inspect
-
 import keras
 from keras import ops
 
 from keras_transformer.layers.layer_normalization import LayerNormalization
+from keras_transformer.layers.multi_head_attention import reject_position, renamed_position
+from keras_transformer.layers.projection_options import (
+    projection_options,
+    serialize_projection_options,
+)
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
+from keras_transformer.layers.transformer_block_base import check_block_arguments
 from keras_transformer.validation import check_positive_int
 
 
 class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
     """Base of `TransformerEncoder` and `TransformerDecoder` (not public).
 
-    Subclasses set `block_class`. Every constructor argument other than
-    `num_layers`, `rematerialize` and the base layer arguments is forwarded to
-    each block.
+    Subclasses set `block_class`. The block arguments are those of
+    `TransformerEncoderBlock`, handed to each of the `num_layers` blocks, which
+    the constructor creates (so a bad argument raises there).
     """
 
     block_class = None
 
-    def __init__(self, num_layers, num_heads, intermediate_dim, rematerialize=False, **kwargs):
-        block_args = set(inspect.signature(self.block_class.__init__).parameters)
-        block_args |= set(inspect.signature(self.block_class.__mro__[1].__init__).parameters)
-        block_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in block_args}
+    def __init__(
+        self,
+        num_layers,
+        num_heads,
+        intermediate_dim,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        key_dim=None,
+        num_key_value_heads=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        flash_attention=None,
+        sliding_window=None,
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        relative_position=None,
+        rematerialize=False,
+        **kwargs,
+    ):
+        reject_position(kwargs, type(self).__name__)
+        self._block_specific = self._block_specific_arguments(kwargs)
         super().__init__(**kwargs)
         check_positive_int("num_layers", num_layers)
         if not isinstance(rematerialize, bool):
@@ -31,42 +59,84 @@ class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
                 "`rematerialize` must be True or False (recompute each block's "
                 f"activations in the backward pass). Received: rematerialize={rematerialize!r}"
             )
+        check_block_arguments(
+            num_heads,
+            intermediate_dim,
+            dropout,
+            attention_dropout,
+            activation_dropout,
+            layer_norm_epsilon,
+            key_dim,
+            num_key_value_heads,
+            flash_attention,
+            sliding_window,
+            relative_position,
+        )
         self.num_layers = num_layers
         self.rematerialize = rematerialize
-        # Building one block validates every block argument now, not at first call.
-        self._block_config = self.block_class(
-            num_heads, intermediate_dim, **block_kwargs
-        ).get_config()
-        for key in ("name", "trainable", "dtype"):
-            self._block_config.pop(key, None)
-        self.norm_first = self._block_config["norm_first"]
         self.num_heads = num_heads
+        self.norm_first = norm_first
         self.supports_masking = True
+        # Every block gets these (the initializers as configs, so that each block has
+        # its own instances).
+        self._block_args = dict(
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            activation=keras.activations.serialize(keras.activations.get(activation)),
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            kernel_initializer=keras.initializers.serialize(
+                keras.initializers.get(kernel_initializer)
+            ),
+            bias_initializer=keras.initializers.serialize(keras.initializers.get(bias_initializer)),
+            flash_attention=flash_attention,
+            sliding_window=sliding_window,
+            **serialize_projection_options(projection_options(locals())),
+            relative_position=relative_position,
+            **self._block_specific,
+        )
 
-    def _build_blocks(self, inputs_shape, *other_shapes):
+    def _block_specific_arguments(self, kwargs):
+        """Pops the arguments only this stack's blocks take from `kwargs`."""
+        return {}
+
+    def build(self, inputs_shape, *other_shapes):
         self.blocks = []
         for i in range(self.num_layers):
-            block = self.block_class.from_config(
-                {**self._block_config, "name": f"block_{i}", "dtype": self.dtype_policy}
-            )
+            block = self.block_class(**self._block_args, dtype=self.dtype_policy, name=f"block_{i}")
             block.build(inputs_shape, *other_shapes)
             self.blocks.append(block)
         self.final_layer_norm = None
         if self.norm_first:
             # Pre-norm leaves the residual stream unnormalized; the stack normalizes it once.
             self.final_layer_norm = LayerNormalization(
-                epsilon=self._block_config["layer_norm_epsilon"],
+                epsilon=self._block_args["layer_norm_epsilon"],
                 dtype=self.dtype_policy,
                 name="final_layer_norm",
             )
             self.final_layer_norm.build(inputs_shape)
         self.built = True
 
-    def _finish(self, x):
-        return x if self.final_layer_norm is None else self.final_layer_norm(x)
+    def _rematerializes(self, training, return_attention_scores=False, cache=None):
+        """Whether this call runs its blocks under `keras.remat`.
 
-    def _call_block(self, block, inputs, tensors, **static):
-        """`block(inputs, **tensors, **static)`, under `keras.remat` when rematerializing.
+        Only training calls keep activations for a backward pass; inference (predict,
+        generate, export), scores and caches run as usual.
+        """
+        return (
+            self.rematerialize
+            and training is True
+            and not return_attention_scores
+            and cache is None
+        )
+
+    def _rematerialized_block(self, block, inputs, tensors, **static):
+        """`block(inputs, **tensors, **static)` under `keras.remat`.
 
         `tensors` are tensor arguments (or `None`); `static` Python values. Keras's
         own `RematScope` hands every argument to the backend's checkpoint
@@ -82,10 +152,6 @@ class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
         and the advanced state comes back as an output and is assigned outside
         (an assignment made inside `jax.checkpoint` would hold one of its tracers).
         """
-        if not self.rematerialize or static.get("training") is not True:
-            # Only training calls keep activations for a backward pass; inference
-            # (predict, generate, export) runs as usual.
-            return block(inputs, **tensors, **static)
         floats = [
             name
             for name, value in tensors.items()
@@ -112,13 +178,13 @@ class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return tuple(inputs_shape)
 
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(renamed_position(config))
+
     def get_config(self):
         config = super().get_config()
         config.update(
-            {
-                "num_layers": self.num_layers,
-                "rematerialize": self.rematerialize,
-                **self._block_config,
-            }
+            {"num_layers": self.num_layers, "rematerialize": self.rematerialize, **self._block_args}
         )
         return config

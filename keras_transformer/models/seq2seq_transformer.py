@@ -362,7 +362,7 @@ class Seq2SeqTransformer(TransformerModelBase):
         See `initial_cache` for an example.
         """
         x = self.target_embedding(decoder_token_ids, start_index=cache_update_index)
-        x, self_attention_cache, _ = self.decoder(
+        x, self_attention_cache = self.decoder(
             x,
             None,
             encoder_padding_mask=encoder_padding_mask,

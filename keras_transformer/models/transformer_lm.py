@@ -193,7 +193,7 @@ class TransformerLM(TransformerModelBase):
         See `initial_cache` for an example.
         """
         x = self.embedding(token_ids, start_index=cache_update_index)
-        x, cache, _ = self.decoder(
+        x, cache = self.decoder(
             x,
             decoder_padding_mask=padding_mask,
             self_attention_cache=cache,

@@ -133,10 +133,11 @@ class TransformerModelBase(keras.Model):
 
     def _logits(self, embedding, hidden):
         """float32 logits: through `embedding`'s matrix when tied, else `output_projection`."""
+        # float32: softmax and the loss need it when the model computes in 16 bits.
         if self.output_projection is None:
-            logits = self.float32_logits(embedding.attend(hidden))
+            logits = ops.cast(embedding.attend(hidden), "float32")
         else:
-            logits = self.float32_logits(self.output_projection(hidden))
+            logits = ops.cast(self.output_projection(hidden), "float32")
         if self.logits_bias is not None:
             logits = logits + ops.cast(self.logits_bias, "float32")
         return logits
@@ -152,7 +153,8 @@ class TransformerModelBase(keras.Model):
             activation=self.activation,
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
-            position=self.position,
+            # The embeddings add absolute positions; attention encodes relative ones.
+            relative_position=self.position if self.position in ("rotary", "alibi") else None,
             dtype=self.dtype_policy,
         )
 

@@ -176,11 +176,6 @@ def scaled_dot_product_attention(
     _check_inputs(query, key, value)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}.")
-
-    head_dim = query.shape[-1]
-    if scale is None:
-        scale = 1.0 / math.sqrt(head_dim)
-
     if mask is not None:
         mask = ops.convert_to_tensor(mask)
         check_mask_shape(mask, query.shape[1], key.shape[1], name="mask", ranks=(2, 3, 4))
@@ -188,19 +183,68 @@ def scaled_dot_product_attention(
     if is_causal:
         causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1])[None, None, :, :]
         mask = merge_masks(mask, causal)
+    dropout_active = bool(training) and dropout > 0.0
+    if flash_attention:
+        _check_flash_attention(dropout_active, return_attention_scores, query, value, bias)
+    return attend(
+        query,
+        key,
+        value,
+        mask=mask,
+        bias=bias,
+        dropout=dropout if dropout_active else 0.0,
+        seed=seed,
+        scale=scale,
+        flash_attention=flash_attention,
+        fused=value.shape[-1] == query.shape[-1]
+        and (flash_attention or fused_attention_pays(query.dtype)),
+        return_attention_scores=return_attention_scores,
+    )
 
+
+def attend(
+    query,
+    key,
+    value,
+    mask,
+    bias,
+    dropout,
+    seed,
+    scale,
+    flash_attention,
+    fused,
+    return_attention_scores,
+):
+    """The attention itself, for callers that checked their arguments.
+
+    `scaled_dot_product_attention` checks and normalises its arguments and calls
+    this; so does `MultiHeadAttention`, which checks its own.
+
+    Args:
+        query, key, value: rank-4 tensors of one dtype, `(batch, length, heads, size)`;
+            the key/value heads divide the query heads.
+        mask: boolean tensor broadcastable to `(batch, heads, T, S)`, or `None`.
+        bias: float tensor broadcastable to the logits, or `None`.
+        dropout: float, the dropout rate on the probabilities (`0.0`: none).
+        seed: `keras.random.SeedGenerator` or int for the dropout.
+        scale: float or `None` (`1 / sqrt(head_dim)`).
+        flash_attention: bool or `None`, handed to `keras.ops.dot_product_attention`.
+        fused: bool, whether `keras.ops.dot_product_attention` may run (it does
+            unless dropout, scores or a bias need the explicit path).
+        return_attention_scores: bool.
+
+    Returns:
+        The attended values, or `(values, scores)`.
+    """
+    head_dim = query.shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_dim)
     num_heads, num_kv_heads = query.shape[2], key.shape[2]
     if num_kv_heads != num_heads:
         key = ops.repeat(key, num_heads // num_kv_heads, axis=2)
         value = ops.repeat(value, num_heads // num_kv_heads, axis=2)
 
-    dropout_active = bool(training) and dropout > 0.0
-    if flash_attention:
-        _check_flash_attention(dropout_active, return_attention_scores, query, value, bias)
-    # JAX's fused kernel (and Keras' fallback for it) wants the value's head size equal to
-    # the query's; a value of another size takes the explicit path.
-    fusable = value.shape[-1] == head_dim and (flash_attention or fused_attention_pays(query.dtype))
-    if not dropout_active and not return_attention_scores and fusable and bias is None:
+    if fused and not dropout and not return_attention_scores and bias is None:
         outputs = ops.dot_product_attention(
             query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
         )
@@ -236,7 +280,7 @@ def scaled_dot_product_attention(
     if mask is not None:
         probs = probs * ops.cast(ops.any(mask, axis=-1, keepdims=True), probs.dtype)
     scores = probs
-    if dropout_active:
+    if dropout:
         probs = dropout_op(probs, dropout, seed=seed)
     if one_query:
         weights = ops.cast(ops.cast(probs, value.dtype), "float32")

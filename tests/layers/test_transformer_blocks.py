@@ -147,13 +147,14 @@ def test_block_errors(cls):
 def test_mask_shape_errors(rng):
     x = rng.standard_normal((B, T, D)).astype("float32")
     block = TransformerEncoderBlock(**BLOCK)
-    with pytest.raises(ValueError, match="`padding_mask` .* key axis has length 4"):
+    # The attention layer checks the block's padding mask, which it receives as `key_mask`.
+    with pytest.raises(ValueError, match="a block's padding mask.* key axis has length 4"):
         block(x, padding_mask=np.ones((B, 4), bool))
     with pytest.raises(ValueError, match="`attention_mask` .* query axis has length 3"):
         block(x, attention_mask=np.ones((B, 3, T), bool))
     decoder = TransformerDecoderBlock(**BLOCK)
     memory = rng.standard_normal((B, S, D)).astype("float32")
-    with pytest.raises(ValueError, match="`encoder_padding_mask` .* key axis has length 5"):
+    with pytest.raises(ValueError, match="a block's padding mask.* key axis has length 5"):
         decoder(x, memory, encoder_padding_mask=np.ones((B, 5), bool))
 
 

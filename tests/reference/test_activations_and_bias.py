@@ -122,7 +122,7 @@ def test_cross_attention_without_bias_matches_reference():
     layer, w = _mha_without_bias(query_shape=query.shape, value_shape=value.shape)
     assert_close(layer(query, value), multi_head_attention(query, value, w))
     cache = layer.compute_cache(value)
-    assert_close(layer(query, None, cache=cache)[0], multi_head_attention(query, value, w))
+    assert_close(layer(query, None, cache=cache), multi_head_attention(query, value, w))
 
 
 def _block_kwargs(activation, norm_first):

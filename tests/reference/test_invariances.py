@@ -270,7 +270,7 @@ def _decode_block_in_steps(block, x, memory, schedule, kv_heads=None, **masks):
     self_cache = ops.zeros((BATCH, 2, MAX_LENGTH, kv_heads or HEADS, HEAD_DIM))
     outputs = []
     for start, end in _steps(schedule):
-        out, self_cache, cross_cache = block(
+        out, self_cache = block(
             x[:, start:end],
             **masks,
             self_attention_cache=self_cache,
@@ -356,7 +356,7 @@ def test_decoder_stack_cached_decoding_matches_causal_pass(norm_first, kv_heads)
     outputs = []
     for start, end in _steps([3, 1, 1, 1]):
         hidden = embedding(ids[:, start:end], start_index=start)
-        out, self_cache, cross_cache = decoder(
+        out, self_cache = decoder(
             hidden,
             self_attention_cache=self_cache,
             cross_attention_cache=cross_cache,
@@ -374,7 +374,7 @@ def test_decoder_only_stack_cached_decoding_matches_causal_pass():
     self_cache = decoder.initial_self_attention_cache(BATCH, MAX_LENGTH)
     outputs = []
     for start, end in _steps([3, 1, 1, 1]):
-        out, self_cache, _ = decoder(
+        out, self_cache = decoder(
             x[:, start:end], self_attention_cache=self_cache, cache_update_index=start
         )
         outputs.append(to_numpy(out))

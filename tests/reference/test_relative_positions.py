@@ -98,7 +98,7 @@ def test_alibi_scores_with_padding(causal):
     # With a zero query projection every logit from Q Kᵀ is 0, so the scores are the
     # softmax of the bias alone, masked by padding (and causality).
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
-    layer = built(MultiHeadAttention(HEADS, position="alibi", **ZEROS), x.shape, x.shape)
+    layer = built(MultiHeadAttention(HEADS, relative_position="alibi", **ZEROS), x.shape, x.shape)
     layer.query_dense.kernel.assign(np.zeros(layer.query_dense.kernel.shape, "float32"))
     layer.query_dense.bias.assign(np.zeros(layer.query_dense.bias.shape, "float32"))
     lengths = np.array([LENGTH, 4])
@@ -120,7 +120,9 @@ def test_alibi_scores_with_padding(causal):
 @pytest.mark.parametrize("kv_heads", [None, pytest.param(2, marks=agnostic)], ids=["mha", "gqa"])
 def test_cached_decoding_matches_causal_pass(position, kv_heads):
     x = random_inputs(0, BATCH, LENGTH, WIDTH)
-    layer = MultiHeadAttention(HEADS, num_key_value_heads=kv_heads, position=position, **ZEROS)
+    layer = MultiHeadAttention(
+        HEADS, num_key_value_heads=kv_heads, relative_position=position, **ZEROS
+    )
     built(layer, x.shape, x.shape)
     expected = layer(x, x, use_causal_mask=True)
     cache = ops.zeros((BATCH, 2, MAX_LENGTH, kv_heads or HEADS, HEAD_DIM))
@@ -158,7 +160,7 @@ def test_attention_layer_contract(rng, position):
     x = rng.standard_normal((BATCH, LENGTH, WIDTH)).astype("float32")
     run_layer_test(
         MultiHeadAttention,
-        {"num_heads": HEADS, "num_key_value_heads": 2, "position": position},
+        {"num_heads": HEADS, "num_key_value_heads": 2, "relative_position": position},
         {"query": x, "value": x},
         (BATCH, LENGTH, WIDTH),
         call_kwargs={"use_causal_mask": True},
@@ -171,19 +173,19 @@ def test_block_contract(rng, position):
     x = rng.standard_normal((BATCH, LENGTH, WIDTH)).astype("float32")
     layer = run_layer_test(
         TransformerEncoderBlock,
-        {"num_heads": HEADS, "intermediate_dim": 32, "position": position},
+        {"num_heads": HEADS, "intermediate_dim": 32, "relative_position": position},
         x,
         (BATCH, LENGTH, WIDTH),
         variant=True,
     )
-    assert layer.self_attention.position == position
+    assert layer.self_attention.relative_position == position
 
 
 @RELATIVE
 def test_language_model_saves_and_generates(position):
     lm = tiny_models.lm(13, position=position)
     assert lm.embedding.position_embedding is None  # no absolute positions added
-    assert lm.decoder.blocks[0].self_attention.position == position
+    assert lm.decoder.blocks[0].self_attention.relative_position == position
     ids = np.array([[5, 6, 7, 0]], "int32")
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "lm.keras")
@@ -200,22 +202,30 @@ def test_language_model_saves_and_generates(position):
 def test_seq2seq_positions_reach_self_attention_only():
     model = tiny_models.seq2seq(13, position="alibi")
     block = model.decoder.blocks[0]
-    assert block.self_attention.position == "alibi"
-    assert block.cross_attention_layer.position is None
-    assert model.encoder.blocks[0].self_attention.position == "alibi"
+    assert block.self_attention.relative_position == "alibi"
+    assert block.cross_attention_layer.relative_position is None
+    assert model.encoder.blocks[0].self_attention.relative_position == "alibi"
     assert type(model).from_config(model.get_config()).position == "alibi"
 
 
 def test_bad_position_arguments():
-    with pytest.raises(ValueError, match="absolute position added to the embeddings"):
-        MultiHeadAttention(2, position="sinusoidal")
-    with pytest.raises(ValueError, match="`position` must be one of None, 'rotary', 'alibi'"):
-        MultiHeadAttention(2, position="relative")
+    with pytest.raises(ValueError, match="absolute position, added to the embeddings"):
+        MultiHeadAttention(2, relative_position="sinusoidal")
+    with pytest.raises(ValueError, match="`relative_position` must be one of None, 'rotary'"):
+        MultiHeadAttention(2, relative_position="relative")
     with pytest.raises(ValueError, match="`max_wavelength` must be a number greater than 1"):
-        MultiHeadAttention(2, position="rotary", max_wavelength=0)
-    with pytest.raises(ValueError, match='`position="alibi"` cannot be honoured'):
-        MultiHeadAttention(2, position="alibi", flash_attention=True)
+        MultiHeadAttention(2, relative_position="rotary", max_wavelength=0)
+    with pytest.raises(ValueError, match='`relative_position="alibi"` cannot be honoured'):
+        MultiHeadAttention(2, relative_position="alibi", flash_attention=True)
     with pytest.raises(ValueError, match="head size must be even. Received: key_dim=3"):
-        MultiHeadAttention(2, key_dim=3, position="rotary").build((1, 4, 6))
-    with pytest.raises(ValueError, match="`position` must be one of 'sinusoidal'"):
-        TransformerEncoderBlock(2, 8, position="rope")
+        MultiHeadAttention(2, key_dim=3, relative_position="rotary").build((1, 4, 6))
+    with pytest.raises(ValueError, match="`relative_position` must be one of None"):
+        TransformerEncoderBlock(2, 8, relative_position="rope")
+    # The earlier name, `position`, is refused with its new one; old configs still load.
+    with pytest.raises(ValueError, match="takes `relative_position`.*Rename the argument"):
+        TransformerEncoderBlock(2, 8, position="rotary")
+    old_config = TransformerEncoderBlock(2, 8).get_config()
+    del old_config["relative_position"]
+    for position, expected in (("rotary", "rotary"), ("sinusoidal", None)):
+        block = TransformerEncoderBlock.from_config({**old_config, "position": position})
+        assert block.relative_position == expected
