@@ -429,53 +429,10 @@ def build(
     trains it on batches of `make_translation_dataset`:
     `({"encoder_token_ids", "decoder_token_ids"}, labels)`.
     """
-    _check_choice("task", task, tuple(TASKS))
-    _check_choice("preset", preset, tuple(PRESETS))
-    _check_choice("precision", precision, ("auto",) + PRECISIONS)
-    if not (jit_compile == "auto" or isinstance(jit_compile, bool)):
-        raise ValueError(
-            f"`jit_compile` must be 'auto', True or False. Received: jit_compile={jit_compile!r}."
-        )
-    if not isinstance(compile, bool):
-        raise ValueError(f"`compile` must be a bool. Received: compile={compile!r}.")
-    if "dtype" in overrides:
-        raise ValueError(
-            f"Pass the dtype policy as `precision`, not `dtype`. Received: "
-            f"dtype={overrides['dtype']!r}. Use e.g. precision='mixed_bfloat16'."
-        )
-
-    model_cls = TASKS[task]
-    model_arguments = _model_arguments(model_cls)
-    valid = sorted(set(model_arguments) | set(PRESET_FIELDS))
-    unknown = sorted(set(overrides) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"Unknown argument{'s' if len(unknown) > 1 else ''} for task {task!r}: "
-            f"{', '.join(unknown)}. Valid overrides: {', '.join(valid)}."
-        )
-    missing = [name for name in REQUIRED[task] if overrides.get(name) is None]
-    if missing:
-        raise ValueError(
-            f"Task {task!r} needs {' and '.join(f'`{m}`' for m in missing)}, which no preset "
-            f"can supply. Pass e.g. build({task!r}, "
-            + ", ".join(f"{m}={2 if m == 'num_classes' else 8000}" for m in missing)
-            + ")."
-        )
-
-    preset_values = dict(PRESETS[preset])
-    preset_values.update({k: v for k, v in overrides.items() if k in PRESET_FIELDS})
-    scale = preset_values["learning_rate_scale"]
-    if not is_real(scale) or not scale > 0:
-        raise ValueError(
-            f"`learning_rate_scale` must be a positive number. Received: "
-            f"learning_rate_scale={scale!r}. Use 1.0 for the paper's schedule."
-        )
-    if (
-        task in ("classification", "masked_lm", "replaced_token_detection")
-        and "label_smoothing" not in overrides
-    ):
-        # Smoothing is the paper's, for translation; BERT pretrains without it.
-        preset_values["label_smoothing"] = 0.0
+    model_cls, model_arguments = _check_build_arguments(
+        task, preset, precision, jit_compile, compile, overrides
+    )
+    preset_values = _preset_values(task, preset, overrides)
 
     device = detect_device()
     backend = keras.backend.backend()
@@ -524,6 +481,63 @@ def build(
         f"jit_compile={jit_compile} ({jit_reason}){placement}"
     )
     return model
+
+
+def _check_build_arguments(task, preset, precision, jit_compile, compile, overrides):
+    """`build`'s checks, each naming the argument and the fix; returns the model class and
+    the names of its arguments."""
+    _check_choice("task", task, tuple(TASKS))
+    _check_choice("preset", preset, tuple(PRESETS))
+    _check_choice("precision", precision, ("auto",) + PRECISIONS)
+    if not (jit_compile == "auto" or isinstance(jit_compile, bool)):
+        raise ValueError(
+            f"`jit_compile` must be 'auto', True or False. Received: jit_compile={jit_compile!r}."
+        )
+    if not isinstance(compile, bool):
+        raise ValueError(f"`compile` must be a bool. Received: compile={compile!r}.")
+    if "dtype" in overrides:
+        raise ValueError(
+            f"Pass the dtype policy as `precision`, not `dtype`. Received: "
+            f"dtype={overrides['dtype']!r}. Use e.g. precision='mixed_bfloat16'."
+        )
+
+    model_cls = TASKS[task]
+    model_arguments = _model_arguments(model_cls)
+    valid = sorted(set(model_arguments) | set(PRESET_FIELDS))
+    unknown = sorted(set(overrides) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"Unknown argument{'s' if len(unknown) > 1 else ''} for task {task!r}: "
+            f"{', '.join(unknown)}. Valid overrides: {', '.join(valid)}."
+        )
+    missing = [name for name in REQUIRED[task] if overrides.get(name) is None]
+    if missing:
+        raise ValueError(
+            f"Task {task!r} needs {' and '.join(f'`{m}`' for m in missing)}, which no preset "
+            f"can supply. Pass e.g. build({task!r}, "
+            + ", ".join(f"{m}={2 if m == 'num_classes' else 8000}" for m in missing)
+            + ")."
+        )
+    return model_cls, model_arguments
+
+
+def _preset_values(task, preset, overrides):
+    """The preset's sizes and recipe, with the overrides of those fields applied."""
+    preset_values = dict(PRESETS[preset])
+    preset_values.update({k: v for k, v in overrides.items() if k in PRESET_FIELDS})
+    scale = preset_values["learning_rate_scale"]
+    if not is_real(scale) or not scale > 0:
+        raise ValueError(
+            f"`learning_rate_scale` must be a positive number. Received: "
+            f"learning_rate_scale={scale!r}. Use 1.0 for the paper's schedule."
+        )
+    if (
+        task in ("classification", "masked_lm", "replaced_token_detection")
+        and "label_smoothing" not in overrides
+    ):
+        # Smoothing is the paper's, for translation; BERT pretrains without it.
+        preset_values["label_smoothing"] = 0.0
+    return preset_values
 
 
 def _report(message):

@@ -604,6 +604,11 @@ def make_translation_dataset(
     if shuffle:
         # Spreads each epoch's flushed partial batches among the full ones.
         dataset = dataset.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    return _as_model_inputs(dataset)
+
+
+def _as_model_inputs(dataset):
+    """`(encoder_ids, decoder_ids, labels)` batches as `({...}, labels)`, prefetched."""
     dataset = dataset.map(
         lambda encoder_ids, decoder_ids, labels: (
             {"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids},
