@@ -83,7 +83,9 @@ CALLS = {"encoder-block": encoder_block_call, "decoding-step": decoding_step_cal
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quiet", action="store_true", help="print the counts only")
-    parser.add_argument("--calls", default=",".join(CALLS), help="comma-separated: " + ", ".join(CALLS))
+    parser.add_argument(
+        "--calls", default=",".join(CALLS), help="comma-separated: " + ", ".join(CALLS)
+    )
     args = parser.parse_args(argv)
     for name in args.calls.split(","):
         if name not in CALLS:
