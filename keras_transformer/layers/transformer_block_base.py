@@ -57,19 +57,7 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
     ):
         reject_position(kwargs, type(self).__name__)
         super().__init__(**kwargs)
-        check_block_arguments(
-            num_heads,
-            intermediate_dim,
-            dropout,
-            attention_dropout,
-            activation_dropout,
-            layer_norm_epsilon,
-            key_dim,
-            num_key_value_heads,
-            flash_attention,
-            sliding_window,
-            relative_position,
-        )
+        check_block_arguments(locals())
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
@@ -182,35 +170,28 @@ class TransformerBlockBase(SublayerQuantization, keras.layers.Layer):
         return config
 
 
-def check_block_arguments(
-    num_heads,
-    intermediate_dim,
-    dropout,
-    attention_dropout,
-    activation_dropout,
-    layer_norm_epsilon,
-    key_dim,
-    num_key_value_heads,
-    flash_attention,
-    sliding_window,
-    relative_position,
-):
-    """Raises a `ValueError` naming the argument and the fix; run by blocks and stacks."""
+def check_block_arguments(arguments):
+    """Raises a `ValueError` naming the argument and the fix; run by blocks and stacks.
+
+    `arguments` maps the block arguments' names to their values (a constructor's
+    `locals()`, or a stack's arguments for its blocks).
+    """
     check_attention_arguments(
-        num_heads,
-        key_dim=key_dim,
-        num_key_value_heads=num_key_value_heads,
-        sliding_window=sliding_window,
-        dropout=attention_dropout,
-        flash_attention=flash_attention,
-        relative_position=relative_position,
+        arguments["num_heads"],
+        key_dim=arguments["key_dim"],
+        num_key_value_heads=arguments["num_key_value_heads"],
+        sliding_window=arguments["sliding_window"],
+        dropout=arguments["attention_dropout"],
+        flash_attention=arguments["flash_attention"],
+        relative_position=arguments["relative_position"],
         dropout_name="attention_dropout",
     )
-    check_positive_int("intermediate_dim", intermediate_dim)
-    check_rate("dropout", dropout)
-    check_rate("activation_dropout", activation_dropout)
-    if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
+    check_positive_int("intermediate_dim", arguments["intermediate_dim"])
+    check_rate("dropout", arguments["dropout"])
+    check_rate("activation_dropout", arguments["activation_dropout"])
+    epsilon = arguments["layer_norm_epsilon"]
+    if not isinstance(epsilon, (int, float)) or epsilon <= 0:
         raise ValueError(
             "`layer_norm_epsilon` must be a positive float. "
-            f"Received: layer_norm_epsilon={layer_norm_epsilon!r}."
+            f"Received: layer_norm_epsilon={epsilon!r}."
         )

@@ -45,14 +45,10 @@ class TransformerDecoder(TransformerStackBase):
         num_layers: int, number of blocks (6 in the paper).
         num_heads: int, number of attention heads.
         intermediate_dim: int, inner width of the feed-forward networks.
-        rematerialize: bool, recompute each block's activations during the
-            backward pass instead of keeping them (activation checkpointing:
-            memory for one block's activations instead of `num_layers`, for one
-            more forward pass of compute). Applies to calls with `training=True`
-            (`fit` makes them); other calls, and those returning attention scores
-            or using caches, run as usual. Use this instead of
-            `keras.RematScope`, which fails on layers taking `training`
-            (see `docs/keras_features.md`). Defaults to `False`.
+        rematerialize: bool, activation checkpointing as in `TransformerEncoder`:
+            each block's activations are recomputed in the backward pass of
+            training calls that use no cache and return no attention scores.
+            Defaults to `False`.
         cross_attention: bool, whether the blocks attend to an encoder output.
             Defaults to `True`.
         **kwargs: every other `TransformerEncoderBlock` argument (including
@@ -134,7 +130,13 @@ class TransformerDecoder(TransformerStackBase):
             "decoder_attention_mask": decoder_attention_mask,
             "encoder_attention_mask": encoder_attention_mask,
         }
-        remat = self._rematerializes(training, return_attention_scores, self_attention_cache)
+        # Only training calls keep activations for a backward pass to recompute.
+        remat = (
+            self.rematerialize
+            and training is True
+            and not return_attention_scores
+            and self_attention_cache is None
+        )
         x, all_scores, new_caches = inputs, [], []
         for i, block in enumerate(self.blocks):
             if remat:

@@ -21,10 +21,9 @@ class TransformerEncoder(TransformerStackBase):
             backward pass instead of keeping them (activation checkpointing:
             memory for one block's activations instead of `num_layers`, for one
             more forward pass of compute). Applies to calls with `training=True`
-            (`fit` makes them); other calls, and those returning attention scores
-            or using caches, run as usual. Use this instead of
-            `keras.RematScope`, which fails on layers taking `training`
-            (see `docs/keras_features.md`). Defaults to `False`.
+            (`fit` makes them) that return no attention scores. Use this instead
+            of `keras.RematScope`, which fails on layers taking `training`.
+            Defaults to `False`.
         dropout: float, residual dropout. Defaults to `0.1`.
         attention_dropout: float. Defaults to `0.0`.
         activation_dropout: float. Defaults to `0.0`.
@@ -85,7 +84,8 @@ class TransformerEncoder(TransformerStackBase):
             # Read once: a rematerialized block gets its inputs without their Keras mask.
             padding_mask = get_keras_mask(inputs)
         masks = {"padding_mask": padding_mask, "attention_mask": attention_mask}
-        remat = self._rematerializes(training, return_attention_scores)
+        # Only training calls keep activations for a backward pass to recompute.
+        remat = self.rematerialize and training is True and not return_attention_scores
         x, all_scores = inputs, []
         for block in self.blocks:
             if remat:

@@ -80,6 +80,8 @@ class TransformerEncoderBlock(TransformerBlockBase):
     """
 
     def build(self, inputs_shape):
+        # One parameter: Keras hands `build` the shapes of the `call` arguments its
+        # parameters name, and this block's `call` has no `encoder_outputs`.
         super().build(inputs_shape)
 
     def call(

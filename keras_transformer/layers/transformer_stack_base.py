@@ -59,19 +59,6 @@ class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
                 "`rematerialize` must be True or False (recompute each block's "
                 f"activations in the backward pass). Received: rematerialize={rematerialize!r}"
             )
-        check_block_arguments(
-            num_heads,
-            intermediate_dim,
-            dropout,
-            attention_dropout,
-            activation_dropout,
-            layer_norm_epsilon,
-            key_dim,
-            num_key_value_heads,
-            flash_attention,
-            sliding_window,
-            relative_position,
-        )
         self.num_layers = num_layers
         self.rematerialize = rematerialize
         self.num_heads = num_heads
@@ -100,6 +87,7 @@ class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
             relative_position=relative_position,
             **self._block_specific,
         )
+        check_block_arguments(self._block_args)
 
     def _block_specific_arguments(self, kwargs):
         """Pops the arguments only this stack's blocks take from `kwargs`."""
@@ -121,19 +109,6 @@ class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
             )
             self.final_layer_norm.build(inputs_shape)
         self.built = True
-
-    def _rematerializes(self, training, return_attention_scores=False, cache=None):
-        """Whether this call runs its blocks under `keras.remat`.
-
-        Only training calls keep activations for a backward pass; inference (predict,
-        generate, export), scores and caches run as usual.
-        """
-        return (
-            self.rematerialize
-            and training is True
-            and not return_attention_scores
-            and cache is None
-        )
 
     def _rematerialized_block(self, block, inputs, tensors, **static):
         """`block(inputs, **tensors, **static)` under `keras.remat`.

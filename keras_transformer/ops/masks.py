@@ -85,8 +85,8 @@ def sliding_window_mask(query_length, key_length, window, start_index=0):
             (the decoding step when a cache is used). Defaults to `0`.
 
     Returns:
-        A boolean tensor of shape `(query_length, key_length)`, `True` where
-        the query may attend to the key.
+        A boolean tensor of shape `(query_length, key_length)`, `True` inside
+        the band.
 
     Example:
 
