@@ -26,6 +26,12 @@ def check_positive_int(name, value, allow_none=False):
     return int(value)
 
 
+def check_bool(name, value, meaning=""):
+    """Raises `ValueError` unless `value` is `True` or `False`; `meaning` may say what each does."""
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False{meaning}. Received: {name}={value!r}.")
+
+
 def check_rate(name, value):
     """Raises `ValueError` unless `value` is a number in `[0, 1)`."""
     if not is_real(value) or not 0 <= value < 1:

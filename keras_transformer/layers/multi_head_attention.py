@@ -21,6 +21,7 @@ from keras_transformer.ops.masks import (
 )
 from keras_transformer.ops.rotary import apply_rotary_embedding
 from keras_transformer.validation import (
+    check_bool,
     check_one_of,
     check_positive_int,
     check_rank,
@@ -214,8 +215,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             )
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_positive_int("output_dim", output_dim, allow_none=True)
-        if not isinstance(use_gate, bool):
-            raise ValueError(f"`use_gate` must be True or False. Received: use_gate={use_gate!r}.")
+        check_bool("use_gate", use_gate)
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim
@@ -552,18 +552,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         return tuple(query_shape[:-1]) + (output_dim,)
 
     def compute_output_spec(
-        self,
-        query,
-        value=None,
-        key=None,
-        attention_mask=None,
-        use_causal_mask=False,
-        cache=None,
-        cache_update_index=None,
-        return_attention_scores=False,
-        training=None,
-        **kwargs,
+        self, query, value=None, key=None, cache=None, cache_update_index=None, **kwargs
     ):
+        return_attention_scores = kwargs.get("return_attention_scores", False)
         output_shape = self.compute_output_shape(
             query.shape,
             None if value is None else value.shape,

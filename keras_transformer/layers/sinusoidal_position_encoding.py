@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.validation import check_rank, is_real
+from keras_transformer.validation import check_bool, check_rank, is_real
 
 
 def sinusoidal_table(length, width, max_wavelength=10000.0, start_index=0, interleave=True):
@@ -76,11 +76,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
             raise ValueError(
                 f"`max_wavelength` must be greater than 1. Received: {max_wavelength!r}."
             )
-        if not isinstance(interleave, bool):
-            raise ValueError(
-                "`interleave` must be True (sin, cos, sin, ...) or False (sines, then "
-                f"cosines). Received: interleave={interleave!r}."
-            )
+        check_bool("interleave", interleave, " (sin, cos, sin, ... or sines, then cosines)")
         self.max_wavelength = max_wavelength
         self.interleave = interleave
         self.supports_masking = True

@@ -10,6 +10,7 @@ from keras_transformer.layers.projection_options import get_constraint, get_regu
 from keras_transformer.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.validation import (
+    check_bool,
     check_one_of,
     check_positive_int,
     check_rank,
@@ -119,13 +120,8 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
         check_one_of("position", position, POSITIONS)
         check_rate("dropout", dropout)
         check_positive_int("num_token_types", num_token_types, allow_none=True)
-        if not isinstance(interleave_sinusoids, bool):
-            raise ValueError(
-                "`interleave_sinusoids` must be a bool. "
-                f"Received: interleave_sinusoids={interleave_sinusoids!r}."
-            )
-        if not isinstance(layer_norm, bool):
-            raise ValueError(f"`layer_norm` must be a bool. Received: layer_norm={layer_norm!r}.")
+        check_bool("interleave_sinusoids", interleave_sinusoids)
+        check_bool("layer_norm", layer_norm)
         if not is_real(layer_norm_epsilon) or not layer_norm_epsilon > 0:
             raise ValueError(
                 "`layer_norm_epsilon` must be a positive float, e.g. 1e-6. "

@@ -11,7 +11,7 @@ from keras_transformer.layers.projection_options import (
 )
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.layers.transformer_block_base import check_block_arguments
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_bool, check_positive_int
 
 
 class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
@@ -54,11 +54,11 @@ class TransformerStackBase(SublayerQuantization, keras.layers.Layer):
         self._block_specific = self._block_specific_arguments(kwargs)
         super().__init__(**kwargs)
         check_positive_int("num_layers", num_layers)
-        if not isinstance(rematerialize, bool):
-            raise ValueError(
-                "`rematerialize` must be True or False (recompute each block's "
-                f"activations in the backward pass). Received: rematerialize={rematerialize!r}"
-            )
+        check_bool(
+            "rematerialize",
+            rematerialize,
+            " (recompute each block's activations in the backward pass)",
+        )
         self.num_layers = num_layers
         self.rematerialize = rematerialize
         self.num_heads = num_heads

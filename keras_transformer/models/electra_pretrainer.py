@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
-from keras_transformer.models.encoder_model_base import EncoderModelBase
+from keras_transformer.models.encoder_model_base import EncoderModelBase, encoder_arguments
 from keras_transformer.models.masked_lm import MaskedLMHead, _gelu_erf
 from keras_transformer.validation import check_positive_int, is_real
 
@@ -154,26 +154,7 @@ class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
         discriminator_weight=50.0,
         **kwargs,
     ):
-        super().__init__(
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            max_sequence_length=max_sequence_length,
-            position=position,
-            norm_first=norm_first,
-            pad_id=pad_id,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            scale_embeddings=scale_embeddings,
-            embedding_layer_norm=embedding_layer_norm,
-            num_token_types=num_token_types,
-            **kwargs,
-        )
+        super().__init__(**encoder_arguments(locals()), **kwargs)
         # A quarter of the discriminator's width: the generator ELECTRA found best.
         defaults = {
             "generator_num_layers": num_layers,

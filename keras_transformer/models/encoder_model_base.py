@@ -28,6 +28,11 @@ ENCODER_ARCHITECTURE = (
 ENCODER_DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
 
 
+def encoder_arguments(arguments):
+    """The encoder's arguments out of a task model's `__init__` arguments (its `locals()`)."""
+    return {name: arguments[name] for name in ENCODER_ARCHITECTURE + ENCODER_DROPOUTS}
+
+
 class EncoderModelBase(TransformerModelBase):
     """Base of `TransformerClassifier`, `MaskedLM` and `ElectraPretrainer` (not public).
 

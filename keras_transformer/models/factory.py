@@ -19,7 +19,7 @@ from keras_transformer.models.transformer_lm import TransformerLM
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.optimizers import paper_optimizer
-from keras_transformer.validation import is_real
+from keras_transformer.validation import check_bool, is_real
 
 TASKS = {
     "translation": Seq2SeqTransformer,
@@ -493,8 +493,7 @@ def _check_build_arguments(task, preset, precision, jit_compile, compile, overri
         raise ValueError(
             f"`jit_compile` must be 'auto', True or False. Received: jit_compile={jit_compile!r}."
         )
-    if not isinstance(compile, bool):
-        raise ValueError(f"`compile` must be a bool. Received: compile={compile!r}.")
+    check_bool("compile", compile)
     if "dtype" in overrides:
         raise ValueError(
             f"Pass the dtype policy as `precision`, not `dtype`. Received: "

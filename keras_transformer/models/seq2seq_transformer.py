@@ -5,6 +5,7 @@ from keras_transformer.layers.transformer_decoder import TransformerDecoder
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
 from keras_transformer.layers.zero_rows import ZeroRows
 from keras_transformer.models.transformer_model_base import TransformerModelBase
+from keras_transformer.validation import check_bool
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -175,8 +176,7 @@ class Seq2SeqTransformer(TransformerModelBase):
             )
         flags = (("output_bias", output_bias), ("zero_pad_embedding", zero_pad_embedding))
         for name, value in flags:
-            if not isinstance(value, bool):
-                raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}.")
+            check_bool(name, value)
         self._keep_arguments(locals())
 
         embedding_args = dict(

@@ -5,6 +5,7 @@ from keras_transformer.models.encoder_model_base import (
     ENCODER_DROPOUTS,
     EncoderModelBase,
     copy_encoder_weights,
+    encoder_arguments,
 )
 from keras_transformer.validation import check_one_of, check_positive_int
 
@@ -99,26 +100,7 @@ class TransformerClassifier(EncoderModelBase):
     ):
         check_positive_int("num_classes", num_classes)
         check_one_of("pooling", pooling, POOLINGS)
-        super().__init__(
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            max_sequence_length=max_sequence_length,
-            position=position,
-            norm_first=norm_first,
-            pad_id=pad_id,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            scale_embeddings=scale_embeddings,
-            embedding_layer_norm=embedding_layer_norm,
-            num_token_types=num_token_types,
-            **kwargs,
-        )
+        super().__init__(**encoder_arguments(locals()), **kwargs)
         self.num_classes = num_classes
         self.pooling = pooling
         self.pooler_dense = None

@@ -134,7 +134,7 @@ def test_bad_arguments():
         TokenAndPositionEmbedding(10, 8, position="relative")
     with pytest.raises(ValueError, match="`vocabulary_size` must be a positive integer"):
         TokenAndPositionEmbedding(0, 8)
-    with pytest.raises(ValueError, match="`layer_norm` must be a bool"):
+    with pytest.raises(ValueError, match="`layer_norm` must be True or False"):
         TokenAndPositionEmbedding(10, 8, layer_norm="yes")
     with pytest.raises(ValueError, match="`layer_norm_epsilon` must be a positive float"):
         TokenAndPositionEmbedding(10, 8, layer_norm=True, layer_norm_epsilon=0)
