@@ -52,6 +52,7 @@ class GenerationOptions:
 
     def __init__(
         self,
+        *,
         method,
         beam_size,
         length_penalty,

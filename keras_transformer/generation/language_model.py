@@ -129,17 +129,17 @@ def generate_lm(
         why=" for beam search, which finishes hypotheses at the end token",
     )
     options = GenerationOptions(
-        method,
-        beam_size,
-        length_penalty,
-        num_return_sequences,
-        top_k,
-        top_p,
-        temperature,
-        seed,
-        end_id,
-        model.pad_id,
-        vocabulary_size,
+        method=method,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        num_return_sequences=num_return_sequences,
+        top_k=top_k,
+        top_p=top_p,
+        temperature=temperature,
+        seed=seed,
+        end_id=end_id,
+        pad_id=model.pad_id,
+        vocabulary_size=vocabulary_size,
     )
     prompt, prompt_lengths = token_matrix("prompt", prompt, model.pad_id)
     real = prompt != model.pad_id

@@ -155,17 +155,17 @@ def generate_seq2seq(
     start_id = check_token_id("start_id", start_id, vocabulary_size, why=why)
     end_id = check_token_id("end_id", end_id, vocabulary_size, why=why)
     options = GenerationOptions(
-        method,
-        beam_size,
-        length_penalty,
-        num_return_sequences,
-        top_k,
-        top_p,
-        temperature,
-        seed,
-        end_id,
-        model.pad_id,
-        vocabulary_size,
+        method=method,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        num_return_sequences=num_return_sequences,
+        top_k=top_k,
+        top_p=top_p,
+        temperature=temperature,
+        seed=seed,
+        end_id=end_id,
+        pad_id=model.pad_id,
+        vocabulary_size=vocabulary_size,
     )
     source, source_lengths = token_matrix("encoder_token_ids", encoder_token_ids, model.pad_id)
     position_limit = learned_position_limit(model)

@@ -15,6 +15,7 @@ from keras_transformer.saving import checkpoint_tensors as ct
 from keras_transformer.saving.huggingface_config import (
     activation_from,
     activation_name,
+    learned_embedding_problems,
     refuse,
     refuse_options,
 )
@@ -134,10 +135,7 @@ def config_from_model(model):
     problems = []
     if model.norm_first:
         problems.append("`norm_first=True` (BERT is post-norm)")
-    if model.position != "learned":
-        problems.append(f'`position={model.position!r}` (BERT: "learned")')
-    if model.scale_embeddings:
-        problems.append("`scale_embeddings=True` (BERT does not scale)")
+    problems += learned_embedding_problems(model, "BERT")
     if not model.embedding_layer_norm:
         problems.append("`embedding_layer_norm=False` (BERT normalizes the embeddings)")
     if architecture == "BertForSequenceClassification" and model.pooling != "pooler":

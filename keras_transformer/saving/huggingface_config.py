@@ -43,6 +43,26 @@ def activation_name(model):
     return ACTIVATION_NAMES[name]
 
 
+def learned_embedding_problems(model, family):
+    """What keeps `model`'s embeddings from `family`'s (BERT, GPT-2): learned, unscaled."""
+    problems = []
+    if model.position != "learned":
+        problems.append(f'`position={model.position!r}` ({family}: "learned")')
+    if model.scale_embeddings:
+        problems.append(f"`scale_embeddings=True` ({family} does not scale)")
+    return problems
+
+
+def attention_variant_problems(model, family):
+    """`model`'s attention variants that `family`'s format lacks: grouped keys, a window."""
+    problems = []
+    if model.num_key_value_heads not in (None, model.num_heads):
+        problems.append(f"`num_key_value_heads={model.num_key_value_heads}` ({family}: None)")
+    if model.sliding_window is not None:
+        problems.append(f"`sliding_window={model.sliding_window}` ({family}: None)")
+    return problems
+
+
 def refuse(source, problems):
     """One error for every setting of a checkpoint that we cannot compute."""
     if problems:

@@ -13,6 +13,8 @@ from keras_transformer.saving import checkpoint_tensors as ct
 from keras_transformer.saving.huggingface_config import (
     activation_from,
     activation_name,
+    attention_variant_problems,
+    learned_embedding_problems,
     refuse,
     refuse_options,
 )
@@ -149,16 +151,10 @@ def config_from_model(model):
     problems = []
     if not model.norm_first:
         problems.append("`norm_first=False` (GPT-2 is pre-norm)")
-    if model.position != "learned":
-        problems.append(f'`position={model.position!r}` (GPT-2: "learned")')
-    if model.scale_embeddings:
-        problems.append("`scale_embeddings=True` (GPT-2 does not scale)")
+    problems += learned_embedding_problems(model, "GPT-2")
     if not model.tie_output_embeddings:
         problems.append("`tie_output_embeddings=False` (GPT-2 ties them)")
-    if model.num_key_value_heads not in (None, model.num_heads):
-        problems.append(f"`num_key_value_heads={model.num_key_value_heads}` (GPT-2: None)")
-    if model.sliding_window is not None:
-        problems.append(f"`sliding_window={model.sliding_window}` (GPT-2: None)")
+    problems += attention_variant_problems(model, "GPT-2")
     refuse_options(model, problems)
     end_id = model.pad_id if model.end_id is None else model.end_id
     config = {

@@ -14,6 +14,7 @@ from keras_transformer.saving import checkpoint_tensors as ct
 from keras_transformer.saving.huggingface_config import (
     activation_from,
     activation_name,
+    attention_variant_problems,
     refuse,
     refuse_options,
 )
@@ -155,10 +156,7 @@ def config_from_model(model):
         )
     if model.layer_norm_epsilon != LAYER_NORM_EPSILON:
         problems.append(f"`layer_norm_epsilon={model.layer_norm_epsilon}` (Marian: 1e-5)")
-    if model.num_key_value_heads not in (None, model.num_heads):
-        problems.append(f"`num_key_value_heads={model.num_key_value_heads}` (Marian: None)")
-    if model.sliding_window is not None:
-        problems.append(f"`sliding_window={model.sliding_window}` (Marian: None)")
+    problems += attention_variant_problems(model, "Marian")
     refuse_options(model, problems)
     activation = activation_name(model)
     start_id = model.pad_id if model.start_id is None else model.start_id

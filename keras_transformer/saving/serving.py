@@ -249,17 +249,17 @@ def _translation_endpoint(model, tokenizer, beam_size, length_penalty, max_sourc
             f"Received: max_source_length={max_source_length}."
         )
     options = GenerationOptions(
-        "beam" if beam_size > 1 else "greedy",
-        beam_size,
-        length_penalty,
-        1,
-        None,
-        1.0,
-        1.0,
-        0,
-        tokenizer.end_id,
-        model.pad_id,
-        model.target_vocabulary_size,
+        method="beam" if beam_size > 1 else "greedy",
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        num_return_sequences=1,
+        top_k=None,
+        top_p=1.0,
+        temperature=1.0,
+        seed=0,
+        end_id=tokenizer.end_id,
+        pad_id=model.pad_id,
+        vocabulary_size=model.target_vocabulary_size,
     )
     return _make_translate_fn(model, tokenizer, options, max_source_length)
 

@@ -2,19 +2,8 @@
 
 import os
 
+from keras_transformer.text import tokenizer_files
 from keras_transformer.text.python_tokenizer import HuggingFacePythonTokenizer
-from keras_transformer.text.tokenizer_files import (
-    TOKENIZER_CONFIG_FILENAME,
-    TOKENIZER_JSON_FILENAME,
-    added_token_pattern,
-    check_special_tokens,
-    check_vocabulary_mapping,
-    read_json_file,
-    read_tokenizer_options,
-    require_file,
-    split_added_tokens,
-    write_json_file,
-)
 
 VOCABULARY_FILENAME = "vocab.json"
 MERGES_FILENAME = "merges.txt"
@@ -24,7 +13,6 @@ END_OF_TEXT = "<|endoftext|>"
 PRETOKENIZE_PATTERN = (
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 )
-_CACHE_SIZE = 100_000  # words whose ids are remembered
 
 
 def bytes_to_unicode():
@@ -151,7 +139,9 @@ class BytePairTokenizer(HuggingFacePythonTokenizer):
                 "BytePairTokenizer needs the `regex` package for GPT-2's pre-tokenisation "
                 "(\\p{L}, \\p{N}): `pip install regex`."
             ) from error
-        vocabulary = check_vocabulary_mapping(vocabulary, "vocabulary", VOCABULARY_FILENAME)
+        vocabulary = tokenizer_files.check_vocabulary_mapping(
+            vocabulary, "vocabulary", VOCABULARY_FILENAME
+        )
         if isinstance(merges, str) or not isinstance(merges, (list, tuple)):
             raise ValueError(
                 "`merges` must be a list of (left, right) pairs or of 'left right' lines. "
@@ -173,36 +163,24 @@ class BytePairTokenizer(HuggingFacePythonTokenizer):
         names = {"eos_token": eos_token, "bos_token": bos_token, "unk_token": unk_token}
         if pad_token is not None:
             names["pad_token"] = pad_token
-        ids = check_special_tokens(vocabulary, names, "BytePairTokenizer")
-        additional_special_tokens = list(additional_special_tokens or ())
-        check_special_tokens(
+        ids = tokenizer_files.check_special_tokens(vocabulary, names, "BytePairTokenizer")
+        super().__init__(
             vocabulary,
-            {f"additional_special_tokens[{i}]": t for i, t in enumerate(additional_special_tokens)},
-            "BytePairTokenizer",
+            max(vocabulary.values()) + 1,
+            {**names, "pad_token": pad_token},
+            additional_special_tokens,
         )
-        self._vocabulary = vocabulary
         self._merges = merges
         # A pair listed twice takes its last rank, as the `tokenizers` BPE model.
         self._ranks = {pair: rank for rank, pair in enumerate(merges)}
         self._add_prefix_space = add_prefix_space
-        self._tokens = {**names, "pad_token": pad_token}
-        self._additional_special_tokens = additional_special_tokens
         self._end_id = ids["eos_token"]
         self._start_id = ids["bos_token"]
         self._unk_id = ids["unk_token"]
         self._pad_id = ids.get("pad_token", self._end_id)
-        specials = [token for token in self._tokens.values() if token] + additional_special_tokens
-        self._special_pattern = added_token_pattern(specials)
-        self._skipped_ids = frozenset(vocabulary[token] for token in specials)
-        self._vocabulary_size = max(vocabulary.values()) + 1
-        self._pieces = [""] * self._vocabulary_size
-        for token, index in vocabulary.items():
-            self._pieces[index] = token
         self._byte_encoder = bytes_to_unicode()
         self._byte_decoder = {character: byte for byte, character in self._byte_encoder.items()}
         self._pretokenize = regex.compile(PRETOKENIZE_PATTERN).findall
-        self._word_cache = {}
-        self._pieces_tensor = None
 
     @staticmethod
     def byte_alphabet():
@@ -252,37 +230,36 @@ class BytePairTokenizer(HuggingFacePythonTokenizer):
         ValueError: 'vocab.json' is missing from '...': ...
         """
         directory = os.fspath(directory)
-        options = read_tokenizer_options(directory)
+        options = tokenizer_files.read_tokenizer_options(directory)
         vocabulary_path = os.path.join(directory, VOCABULARY_FILENAME)
         merges_path = os.path.join(directory, MERGES_FILENAME)
-        json_path = os.path.join(directory, TOKENIZER_JSON_FILENAME)
+        json_path = os.path.join(directory, tokenizer_files.TOKENIZER_JSON_FILENAME)
         have_files = os.path.isfile(vocabulary_path) and os.path.isfile(merges_path)
         if not have_files and os.path.isfile(json_path):
-            tokenizer = read_json_file(json_path, "a tokenizers Tokenizer")
-            model = tokenizer.get("model") if isinstance(tokenizer, dict) else None
-            if not isinstance(model, dict) or model.get("type") != "BPE":
-                raise ValueError(
-                    f"'{VOCABULARY_FILENAME}' or '{MERGES_FILENAME}' is missing from "
-                    f"'{directory}' and its '{TOKENIZER_JSON_FILENAME}' is not a BPE tokenizer: "
-                    "this is not a GPT-2 tokenizer folder."
-                )
+            model = tokenizer_files.tokenizer_json_model(
+                directory, "BPE", [VOCABULARY_FILENAME, MERGES_FILENAME], "GPT-2"
+            )
             vocabulary, merges = model.get("vocab"), model.get("merges") or []
             merges = _parse_merges(merges, f"'{json_path}'")
             source = f"the vocabulary of '{json_path}'"
         else:
             for filename in (VOCABULARY_FILENAME, MERGES_FILENAME):
-                require_file(
+                tokenizer_files.require_file(
                     directory,
                     filename,
                     "BytePairTokenizer",
                     "Pass a GPT-2 checkpoint folder (vocab.json and merges.txt, or "
                     "tokenizer.json).",
                 )
-            vocabulary = read_json_file(vocabulary_path, "a JSON object of token to id")
+            vocabulary = tokenizer_files.read_json_file(
+                vocabulary_path, "a JSON object of token to id"
+            )
             with open(merges_path, encoding="utf-8") as file:
                 merges = _parse_merges(file.read().split("\n"), f"'{merges_path}'")
             source = f"'{vocabulary_path}'"
-        vocabulary = dict(check_vocabulary_mapping(vocabulary, source, VOCABULARY_FILENAME))
+        vocabulary = dict(
+            tokenizer_files.check_vocabulary_mapping(vocabulary, source, VOCABULARY_FILENAME)
+        )
         for token, index in options["added_tokens"].items():
             vocabulary.setdefault(token, index)
         tokens = {
@@ -290,10 +267,7 @@ class BytePairTokenizer(HuggingFacePythonTokenizer):
             for name in ("eos_token", "bos_token", "unk_token")
         }
         tokens["pad_token"] = options.get("pad_token")
-        named = set(tokens.values())
-        extra = list(options.get("additional_special_tokens") or ())
-        extra += [token for token in options["added_tokens"] if token not in named]
-        extra = [token for token in dict.fromkeys(extra) if token not in named]
+        extra = tokenizer_files.extra_special_tokens(options, set(tokens.values()))
         # Special tokens missing from vocab.json get the next ids, as transformers adds them.
         for token in [*tokens.values(), *extra]:
             if token is not None and token not in vocabulary:
@@ -306,46 +280,24 @@ class BytePairTokenizer(HuggingFacePythonTokenizer):
             **tokens,
         )
 
-    def save_huggingface(self, directory):
-        """Writes `vocab.json`, `merges.txt` and `tokenizer_config.json` for `GPT2Tokenizer`.
-
-        `transformers.AutoTokenizer.from_pretrained(directory)` then gives the ids
-        this tokenizer gives.
-
-        Args:
-            directory: str or path, folder to write into; created if missing.
-
-        Example:
-
-        >>> import os, tempfile
-        >>> alphabet = sorted(BytePairTokenizer.byte_alphabet())
-        >>> vocabulary = {token: i for i, token in enumerate(alphabet + ["<|endoftext|>"])}
-        >>> directory = tempfile.mkdtemp()
-        >>> BytePairTokenizer(vocabulary, merges=[]).save_huggingface(directory)
-        >>> sorted(os.listdir(directory))
-        ['merges.txt', 'tokenizer_config.json', 'vocab.json']
-        """
-        directory = os.fspath(directory)
-        os.makedirs(directory, exist_ok=True)
-        write_json_file(os.path.join(directory, VOCABULARY_FILENAME), self._vocabulary)
+    def _write_vocabulary(self, directory):
+        tokenizer_files.write_json_file(
+            os.path.join(directory, VOCABULARY_FILENAME), self._vocabulary
+        )
         with open(os.path.join(directory, MERGES_FILENAME), "w", encoding="utf-8") as file:
             file.write("#version: 0.2\n")
             file.writelines(f"{left} {right}\n" for left, right in self._merges)
-        config = {
+
+    def _tokenizer_config(self):
+        return {
             "tokenizer_class": "GPT2Tokenizer",
             "add_prefix_space": self._add_prefix_space,
             "errors": "replace",
             **self._tokens,
         }
-        if self._additional_special_tokens:
-            config["additional_special_tokens"] = list(self._additional_special_tokens)
-        write_json_file(os.path.join(directory, TOKENIZER_CONFIG_FILENAME), config)
 
-    def _word_ids(self, word):
+    def _split_word(self, word):
         """The BPE ids of one pre-tokenised piece (a str of the byte alphabet)."""
-        ids = self._word_cache.get(word)
-        if ids is not None:
-            return ids
         # Symbols missing from the vocabulary are dropped before merging, as `tokenizers` does.
         symbols = [character for character in word if character in self._vocabulary]
         ranks = self._ranks
@@ -367,24 +319,14 @@ class BytePairTokenizer(HuggingFacePythonTokenizer):
                     merged.append(symbols[position])
                     position += 1
             symbols = merged
-        ids = [self._vocabulary[symbol] for symbol in symbols]
-        if len(self._word_cache) >= _CACHE_SIZE:
-            self._word_cache.clear()
-        self._word_cache[word] = ids
-        return ids
+        return [self._vocabulary[symbol] for symbol in symbols]
 
-    def _encode_text(self, text):
-        ids = []
-        for segment, is_special in split_added_tokens(text, self._special_pattern):
-            if is_special:
-                ids.append(self._vocabulary[segment])
-                continue
-            if self._add_prefix_space and not segment.startswith(" "):
-                segment = " " + segment
-            for piece in self._pretokenize(segment):
-                word = "".join(self._byte_encoder[byte] for byte in piece.encode("utf-8"))
-                ids += self._word_ids(word)
-        return ids
+    def _words(self, segment):
+        """GPT-2's pre-tokenised pieces of `segment`, spelled in the byte alphabet."""
+        if self._add_prefix_space and not segment.startswith(" "):
+            segment = " " + segment
+        for piece in self._pretokenize(segment):
+            yield "".join(self._byte_encoder[byte] for byte in piece.encode("utf-8"))
 
     def _with_special_ids(self, ids):
         return list(ids)

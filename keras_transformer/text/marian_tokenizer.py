@@ -11,16 +11,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer import compat
+from keras_transformer.text import tokenizer_files
 from keras_transformer.text.python_tokenizer import ids_rank_2, python_strings
-from keras_transformer.text.tokenizer_files import (
-    TOKENIZER_CONFIG_FILENAME,
-    check_special_tokens,
-    check_vocabulary_mapping,
-    read_json_file,
-    read_tokenizer_options,
-    require_file,
-    write_json_file,
-)
 
 SOURCE_MODEL_FILENAME = "source.spm"
 TARGET_MODEL_FILENAME = "target.spm"
@@ -193,23 +185,24 @@ class MarianTokenizer(tf.Module):
         super().__init__(name=name)
         source_sentencepiece = _sentencepiece(source_model_proto, "source_model_proto")
         target_sentencepiece = _sentencepiece(target_model_proto, "target_model_proto")
-        vocabulary = check_vocabulary_mapping(vocabulary, "vocabulary", VOCABULARY_FILENAME)
+        vocabulary = tokenizer_files.check_vocabulary_mapping(
+            vocabulary, "vocabulary", VOCABULARY_FILENAME
+        )
         separate = target_vocabulary is not None
         if separate:
-            target_vocabulary = check_vocabulary_mapping(
+            target_vocabulary = tokenizer_files.check_vocabulary_mapping(
                 target_vocabulary, "target_vocabulary", TARGET_VOCABULARY_FILENAME
             )
         names = {"unk_token": unk_token, "eos_token": eos_token, "pad_token": pad_token}
         if bos_token is not None:
             names["bos_token"] = bos_token
-        ids = check_special_tokens(vocabulary, names, "MarianTokenizer")
+        ids = tokenizer_files.check_special_tokens(vocabulary, names, "MarianTokenizer")
         if separate:
-            check_special_tokens(target_vocabulary, {"unk_token": unk_token}, "MarianTokenizer")
-        additional_special_tokens = list(additional_special_tokens or ())
-        check_special_tokens(
-            vocabulary,
-            {f"additional_special_tokens[{i}]": t for i, t in enumerate(additional_special_tokens)},
-            "MarianTokenizer",
+            tokenizer_files.check_special_tokens(
+                target_vocabulary, {"unk_token": unk_token}, "MarianTokenizer"
+            )
+        additional_special_tokens = tokenizer_files.check_additional_special_tokens(
+            vocabulary, additional_special_tokens, "MarianTokenizer"
         )
         for argument, value in (("source_lang", source_lang), ("target_lang", target_lang)):
             if value is not None and not isinstance(value, str):
@@ -343,37 +336,36 @@ class MarianTokenizer(tf.Module):
         directory = os.fspath(directory)
         advice = "Pass a MarianMT checkpoint folder (source.spm, target.spm, vocab.json)."
         paths = {
-            filename: require_file(directory, filename, "MarianTokenizer", advice)
+            filename: tokenizer_files.require_file(directory, filename, "MarianTokenizer", advice)
             for filename in (SOURCE_MODEL_FILENAME, TARGET_MODEL_FILENAME, VOCABULARY_FILENAME)
         }
-        options = read_tokenizer_options(directory)
+        options = tokenizer_files.read_tokenizer_options(directory)
         models = {}
         for filename in (SOURCE_MODEL_FILENAME, TARGET_MODEL_FILENAME):
             with open(paths[filename], "rb") as file:
                 models[filename] = file.read()
-        vocabulary = read_json_file(paths[VOCABULARY_FILENAME], "a JSON object of piece to id")
-        vocabulary = check_vocabulary_mapping(
+        vocabulary = tokenizer_files.read_json_file(
+            paths[VOCABULARY_FILENAME], "a JSON object of piece to id"
+        )
+        vocabulary = tokenizer_files.check_vocabulary_mapping(
             vocabulary, f"'{paths[VOCABULARY_FILENAME]}'", VOCABULARY_FILENAME
         )
         target_vocabulary = None
         if options.get("separate_vocabs"):
-            path = require_file(
+            path = tokenizer_files.require_file(
                 directory,
                 TARGET_VOCABULARY_FILENAME,
                 "MarianTokenizer",
                 "tokenizer_config.json says `separate_vocabs`: the target vocabulary is needed.",
             )
-            target_vocabulary = read_json_file(path, "a JSON object of piece to id")
+            target_vocabulary = tokenizer_files.read_json_file(path, "a JSON object of piece to id")
         defaults = {"unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>"}
         tokens = {name: options.get(name) or default for name, default in defaults.items()}
         bos_token = options.get("bos_token")
         start = options["model_config"].get("decoder_start_token_id")
         if bos_token is None and start is not None and start != vocabulary.get(tokens["pad_token"]):
             bos_token = next((t for t, index in vocabulary.items() if index == start), None)
-        named = {*tokens.values(), bos_token}
-        extra = list(options.get("additional_special_tokens") or ())
-        extra += list(options["added_tokens"])
-        extra = [token for token in dict.fromkeys(extra) if token not in named]
+        extra = tokenizer_files.extra_special_tokens(options, {*tokens.values(), bos_token})
         return cls(
             models[SOURCE_MODEL_FILENAME],
             models[TARGET_MODEL_FILENAME],
@@ -477,9 +469,11 @@ class MarianTokenizer(tf.Module):
         ):
             with open(os.path.join(directory, filename), "wb") as file:
                 file.write(model_proto)
-        write_json_file(os.path.join(directory, VOCABULARY_FILENAME), self.vocabulary)
+        tokenizer_files.write_json_file(
+            os.path.join(directory, VOCABULARY_FILENAME), self.vocabulary
+        )
         if self.separate_vocabs:
-            write_json_file(
+            tokenizer_files.write_json_file(
                 os.path.join(directory, TARGET_VOCABULARY_FILENAME), self.target_vocabulary
             )
         config = {"tokenizer_class": "MarianTokenizer"}
@@ -487,11 +481,11 @@ class MarianTokenizer(tf.Module):
             config[key] = self._config[key]
         if self._config["bos_token"] is not None:
             config["bos_token"] = self._config["bos_token"]
-        if self._config["additional_special_tokens"]:
-            config["additional_special_tokens"] = list(self._config["additional_special_tokens"])
         config["separate_vocabs"] = self.separate_vocabs
         config["model_max_length"] = 512
-        write_json_file(os.path.join(directory, TOKENIZER_CONFIG_FILENAME), config)
+        tokenizer_files.write_tokenizer_config(
+            directory, config, self._config["additional_special_tokens"]
+        )
 
     def save(self, directory):
         """Writes the Hugging Face files (`save_huggingface`); `load` reads them back.

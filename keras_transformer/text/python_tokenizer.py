@@ -1,12 +1,24 @@
 """The `SubwordTokenizer` interface around a tokenizer written in plain Python.
 
 WordPiece and byte-level BPE run in Python for exact parity with transformers; this base
-turns their Python ids into the `tf.Tensor` / `tf.RaggedTensor` layout of
-`SubwordTokenizer`, eagerly or through `tf.py_function` inside `tf.data`.
+holds what they share (special tokens kept whole, a cache of each word's ids, the writing
+of their folders) and turns their Python ids into the `tf.Tensor` / `tf.RaggedTensor`
+layout of `SubwordTokenizer`, eagerly or through `tf.py_function` inside `tf.data`.
 """
+
+import os
 
 import numpy as np
 import tensorflow as tf
+
+from keras_transformer.text.tokenizer_files import (
+    added_token_pattern,
+    check_additional_special_tokens,
+    split_added_tokens,
+    write_tokenizer_config,
+)
+
+_WORD_CACHE_SIZE = 100_000  # words whose ids are remembered
 
 
 def python_strings(texts):
@@ -71,12 +83,42 @@ def ids_rank_2(ids):
 class HuggingFacePythonTokenizer:
     """The `SubwordTokenizer` interface around a tokenizer written in plain Python.
 
-    Subclasses set `_pad_id`, `_unk_id`, `_start_id`, `_end_id`, `_vocabulary_size`,
-    `_pieces` (token of each id, "" where no token has it) and `_skipped_ids` (the
-    special ids transformers' `decode(..., skip_special_tokens=True)` drops), and
-    define `_encode_text(text)`, `_decode_ids(ids)`, `_with_special_ids(ids)`,
-    `save_huggingface(directory)` and `from_huggingface(directory)`.
+    Subclasses call `__init__` with their checked vocabulary and named special tokens, set
+    `_pad_id`, `_unk_id`, `_start_id` and `_end_id`, and define `_words(segment)` (the
+    words of text between special tokens, as `_split_word` takes them),
+    `_split_word(word)` (its ids), `_decode_ids(ids)`, `_with_special_ids(ids)`,
+    `_write_vocabulary(directory)` (the vocabulary files), `_tokenizer_config()` (the
+    options of `tokenizer_config.json`) and `from_huggingface(directory)`.
+
+    Args:
+        vocabulary: dict of token to id, checked.
+        vocabulary_size: int, the largest id + 1.
+        tokens: dict of special token name (`"unk_token"`, ...) to token, or to `None`
+            for one the tokenizer lacks.
+        additional_special_tokens: `None` or a list of str, more special tokens.
+
+    Raises:
+        ValueError: for an additional special token missing from the vocabulary.
     """
+
+    def __init__(self, vocabulary, vocabulary_size, tokens, additional_special_tokens):
+        self._vocabulary = vocabulary
+        self._vocabulary_size = vocabulary_size
+        self._tokens = tokens
+        additional_special_tokens = check_additional_special_tokens(
+            vocabulary, additional_special_tokens, type(self).__name__
+        )
+        self._additional_special_tokens = additional_special_tokens
+        specials = [token for token in tokens.values() if token] + additional_special_tokens
+        self._special_pattern = added_token_pattern(specials)
+        # The ids transformers' `decode(..., skip_special_tokens=True)` drops.
+        self._skipped_ids = frozenset(vocabulary[token] for token in specials)
+        # The token of each id, "" where no token has it.
+        self._pieces = [""] * vocabulary_size
+        for token, index in vocabulary.items():
+            self._pieces[index] = token
+        self._word_cache = {}
+        self._pieces_tensor = None
 
     @property
     def vocabulary_size(self):
@@ -102,6 +144,25 @@ class HuggingFacePythonTokenizer:
     def end_id(self):
         """The id the data pipelines put after a sentence; `detokenize` stops at it."""
         return self._end_id
+
+    def _encode_text(self, text):
+        ids = []
+        for segment, is_special in split_added_tokens(text, self._special_pattern):
+            if is_special:
+                ids.append(self._vocabulary[segment])
+                continue
+            for word in self._words(segment):
+                ids += self._word_ids(word)
+        return ids
+
+    def _word_ids(self, word):
+        ids = self._word_cache.get(word)
+        if ids is None:
+            ids = self._split_word(word)
+            if len(self._word_cache) >= _WORD_CACHE_SIZE:
+                self._word_cache.clear()
+            self._word_cache[word] = ids
+        return ids
 
     def _encode_batch(self, texts):
         return [self._encode_text(text) for text in texts]
@@ -218,12 +279,44 @@ class HuggingFacePythonTokenizer:
         """
         if isinstance(ids, tf.RaggedTensor):
             return tf.ragged.map_flat_values(self.id_to_piece, ids)
-        if getattr(self, "_pieces_tensor", None) is None:
+        if self._pieces_tensor is None:
             self._pieces_tensor = tf.constant(self._pieces, dtype=tf.string)
         ids = tf.convert_to_tensor(ids, dtype=tf.int32)
         valid = (ids >= 0) & (ids < len(self._pieces))
         pieces = tf.gather(self._pieces_tensor, tf.clip_by_value(ids, 0, len(self._pieces) - 1))
         return tf.where(valid, pieces, tf.constant("", dtype=tf.string))
+
+    def save_huggingface(self, directory):
+        """Writes the files of the transformers tokenizer this one reproduces.
+
+        The vocabulary (`vocab.txt` for BERT's `BertTokenizer`; `vocab.json` and
+        `merges.txt` for GPT-2's `GPT2Tokenizer`) and `tokenizer_config.json`;
+        `transformers.AutoTokenizer.from_pretrained(directory)` then gives the ids
+        this tokenizer gives.
+
+        Args:
+            directory: str or path, folder to write into; created if missing.
+
+        Example:
+
+        >>> import os, tempfile
+        >>> from keras_transformer.text import BytePairTokenizer, WordPieceTokenizer
+        >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"])
+        >>> directory = tempfile.mkdtemp()
+        >>> tokenizer.save_huggingface(directory)
+        >>> sorted(os.listdir(directory))
+        ['tokenizer_config.json', 'vocab.txt']
+        >>> alphabet = sorted(BytePairTokenizer.byte_alphabet())
+        >>> vocabulary = {token: i for i, token in enumerate(alphabet + ["<|endoftext|>"])}
+        >>> directory = tempfile.mkdtemp()
+        >>> BytePairTokenizer(vocabulary, merges=[]).save_huggingface(directory)
+        >>> sorted(os.listdir(directory))
+        ['merges.txt', 'tokenizer_config.json', 'vocab.json']
+        """
+        directory = os.fspath(directory)
+        os.makedirs(directory, exist_ok=True)
+        self._write_vocabulary(directory)
+        write_tokenizer_config(directory, self._tokenizer_config(), self._additional_special_tokens)
 
     def save(self, directory):
         """Writes the Hugging Face files (`save_huggingface`); `load` reads them back.

@@ -2,7 +2,8 @@
 
 `MarianTokenizer`, `WordPieceTokenizer` and `BytePairTokenizer` read their options and
 special tokens from `tokenizer_config.json`, `special_tokens_map.json` and `config.json`
-the same way, and check the vocabularies they are given the same way.
+the same way, check the vocabularies and special tokens they are given the same way, and
+write `tokenizer_config.json` the same way.
 """
 
 import json
@@ -36,6 +37,13 @@ def write_json_file(path, value):
         file.write("\n")
 
 
+def write_tokenizer_config(directory, config, additional_special_tokens):
+    """Writes `config` as `tokenizer_config.json`, with the additional special tokens if any."""
+    if additional_special_tokens:
+        config = {**config, "additional_special_tokens": list(additional_special_tokens)}
+    write_json_file(os.path.join(directory, TOKENIZER_CONFIG_FILENAME), config)
+
+
 def require_file(directory, filename, class_name, advice):
     """The path of `filename` in `directory`; `ValueError` naming the file when it is missing."""
     path = os.path.join(directory, filename)
@@ -50,6 +58,27 @@ def require_file(directory, filename, class_name, advice):
             f"needs it. {advice}"
         )
     return path
+
+
+def tokenizer_json_model(directory, model_type, filenames, family):
+    """The `model` object of `tokenizer.json` in `directory`, a `tokenizers` `model_type` one.
+
+    transformers 5 saves `tokenizer.json` alone, in place of `filenames`; a `ValueError`
+    names those files, `model_type` and the `family` of folder when the model has another
+    type.
+    """
+    path = os.path.join(directory, TOKENIZER_JSON_FILENAME)
+    tokenizer = read_json_file(path, "a tokenizers Tokenizer")
+    model = tokenizer.get("model") if isinstance(tokenizer, dict) else None
+    model = model if isinstance(model, dict) else {}
+    if model.get("type") != model_type:
+        missing = " or ".join(f"'{filename}'" for filename in filenames)
+        raise ValueError(
+            f"{missing} is missing from '{directory}' and its '{TOKENIZER_JSON_FILENAME}' is "
+            f"not a {model_type} tokenizer (model type {model.get('type')!r}): this is not a "
+            f"{family} tokenizer folder."
+        )
+    return model
 
 
 def token_content(value):
@@ -102,6 +131,15 @@ def read_tokenizer_options(directory):
     return options
 
 
+def extra_special_tokens(options, named):
+    """The special tokens of `options` beyond the `named` ones, in order, each once.
+
+    Those of `additional_special_tokens`, then the special `added_tokens_decoder` entries.
+    """
+    extra = [*(options.get("additional_special_tokens") or ()), *options["added_tokens"]]
+    return [token for token in dict.fromkeys(extra) if token not in named]
+
+
 def added_token_pattern(tokens):
     """A regex that finds `tokens` leftmost-longest (as transformers' Trie / AddedVocabulary)."""
     tokens = sorted({token for token in tokens if token}, key=lambda token: (-len(token), token))
@@ -137,6 +175,17 @@ def check_special_tokens(vocabulary, names, class_name):
             )
         ids[name] = vocabulary[token]
     return ids
+
+
+def check_additional_special_tokens(vocabulary, tokens, class_name):
+    """`tokens` (`None` or str items) as a list; `ValueError` for one not in the vocabulary."""
+    tokens = list(tokens or ())
+    check_special_tokens(
+        vocabulary,
+        {f"additional_special_tokens[{i}]": token for i, token in enumerate(tokens)},
+        class_name,
+    )
+    return tokens
 
 
 def check_vocabulary_mapping(vocabulary, argument, filename):

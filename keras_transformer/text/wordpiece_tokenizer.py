@@ -3,19 +3,8 @@
 import os
 import unicodedata
 
+from keras_transformer.text import tokenizer_files
 from keras_transformer.text.python_tokenizer import HuggingFacePythonTokenizer
-from keras_transformer.text.tokenizer_files import (
-    TOKENIZER_CONFIG_FILENAME,
-    TOKENIZER_JSON_FILENAME,
-    added_token_pattern,
-    check_special_tokens,
-    check_vocabulary_mapping,
-    read_json_file,
-    read_tokenizer_options,
-    require_file,
-    split_added_tokens,
-    write_json_file,
-)
 
 VOCABULARY_FILENAME = "vocab.txt"
 
@@ -38,7 +27,6 @@ _CJK_RANGES = (
     (0xF900, 0xFAFF),
     (0x2F800, 0x2FA1F),
 )
-_CACHE_SIZE = 100_000  # words whose ids are remembered
 _MAX_INPUT_CHARS_PER_WORD = 100  # longer words are [UNK], as in BERT
 _ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
@@ -144,7 +132,9 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
             # A token listed twice takes its last line, as transformers' `load_vocab`.
             vocabulary = {token: index for index, token in enumerate(lines)}
         else:
-            vocabulary = check_vocabulary_mapping(vocabulary, "vocabulary", VOCABULARY_FILENAME)
+            vocabulary = tokenizer_files.check_vocabulary_mapping(
+                vocabulary, "vocabulary", VOCABULARY_FILENAME
+            )
             lines = _lines_of(vocabulary, "`vocabulary`")
         for name, value in (
             ("lowercase", lowercase),
@@ -156,7 +146,7 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
             raise ValueError(
                 f"`strip_accents` must be a bool or None. Received: strip_accents={strip_accents!r}"
             )
-        ids = check_special_tokens(
+        ids = tokenizer_files.check_special_tokens(
             vocabulary,
             {
                 "unk_token": unk_token,
@@ -166,40 +156,24 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
             },
             "WordPieceTokenizer",
         )
-        additional_special_tokens = list(additional_special_tokens or ())
-        check_special_tokens(
-            vocabulary,
-            {f"additional_special_tokens[{i}]": t for i, t in enumerate(additional_special_tokens)},
-            "WordPieceTokenizer",
-        )
-        self._lines = lines
-        self._vocabulary = vocabulary
-        self._lowercase = lowercase
-        self._strip_accents = lowercase if strip_accents is None else strip_accents
-        self._strip_accents_option = strip_accents
-        self._tokenize_chinese_chars = tokenize_chinese_chars
-        self._tokens = {
+        tokens = {
             "unk_token": unk_token,
             "sep_token": sep_token,
             "pad_token": pad_token,
             "cls_token": cls_token,
             "mask_token": mask_token if mask_token in vocabulary else None,
         }
-        self._additional_special_tokens = additional_special_tokens
+        super().__init__(vocabulary, len(lines), tokens, additional_special_tokens)
+        self._lines = lines
+        self._lowercase = lowercase
+        self._strip_accents = lowercase if strip_accents is None else strip_accents
+        self._strip_accents_option = strip_accents
+        self._tokenize_chinese_chars = tokenize_chinese_chars
         self._unk_id = ids["unk_token"]
         self._end_id = ids["sep_token"]
         self._pad_id = ids["pad_token"]
         self._start_id = ids["cls_token"]
         self._mask_id = vocabulary.get(mask_token) if isinstance(mask_token, str) else None
-        specials = [token for token in self._tokens.values() if token] + additional_special_tokens
-        self._special_pattern = added_token_pattern(specials)
-        self._skipped_ids = frozenset(vocabulary[token] for token in specials)
-        self._vocabulary_size = len(lines)
-        self._pieces = [""] * len(lines)
-        for token, index in vocabulary.items():
-            self._pieces[index] = token
-        self._word_cache = {}
-        self._pieces_tensor = None
 
     @property
     def mask_id(self):
@@ -243,28 +217,24 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
         [2, 4, 1, 3]
         """
         directory = os.fspath(directory)
-        options = read_tokenizer_options(directory)
+        options = tokenizer_files.read_tokenizer_options(directory)
         path = os.path.join(directory, VOCABULARY_FILENAME)
-        json_path = os.path.join(directory, TOKENIZER_JSON_FILENAME)
+        json_path = os.path.join(directory, tokenizer_files.TOKENIZER_JSON_FILENAME)
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as file:
                 vocabulary = [line.rstrip("\n") for line in file]
         elif os.path.isfile(json_path):
-            tokenizer = read_json_file(json_path, "a tokenizers Tokenizer")
-            model = tokenizer.get("model") if isinstance(tokenizer, dict) else None
-            model = model if isinstance(model, dict) else {}
-            if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
-                raise ValueError(
-                    f"'{VOCABULARY_FILENAME}' is missing from '{directory}' and its "
-                    f"'{TOKENIZER_JSON_FILENAME}' is not a WordPiece tokenizer (model type "
-                    f"{model.get('type')!r}): this is not a BERT tokenizer folder."
-                )
-            vocabulary = check_vocabulary_mapping(
-                model["vocab"], f"The vocabulary of '{json_path}'", TOKENIZER_JSON_FILENAME
+            model = tokenizer_files.tokenizer_json_model(
+                directory, "WordPiece", [VOCABULARY_FILENAME], "BERT"
+            )
+            vocabulary = tokenizer_files.check_vocabulary_mapping(
+                model.get("vocab"),
+                f"The vocabulary of '{json_path}'",
+                tokenizer_files.TOKENIZER_JSON_FILENAME,
             )
             vocabulary = _lines_of(vocabulary, f"The vocabulary of '{json_path}'")
         else:
-            require_file(
+            tokenizer_files.require_file(
                 directory,
                 VOCABULARY_FILENAME,
                 "WordPieceTokenizer",
@@ -280,9 +250,7 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
             "mask_token": "[MASK]",
         }
         tokens = {name: options.get(name) or default for name, default in defaults.items()}
-        extra = list(options.get("additional_special_tokens") or ())
-        extra += [token for token in options["added_tokens"] if token not in tokens.values()]
-        extra = [token for token in dict.fromkeys(extra) if token not in tokens.values()]
+        extra = tokenizer_files.extra_special_tokens(options, set(tokens.values()))
         # Special tokens missing from vocab.txt get the next ids, as transformers adds them.
         present = set(vocabulary)
         for token, index in sorted(options["added_tokens"].items(), key=lambda item: item[1]):
@@ -302,38 +270,18 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
             **tokens,
         )
 
-    def save_huggingface(self, directory):
-        """Writes `vocab.txt` and `tokenizer_config.json` for transformers' `BertTokenizer`.
-
-        `transformers.AutoTokenizer.from_pretrained(directory)` then gives the ids
-        this tokenizer gives.
-
-        Args:
-            directory: str or path, folder to write into; created if missing.
-
-        Example:
-
-        >>> import os, tempfile
-        >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"])
-        >>> directory = tempfile.mkdtemp()
-        >>> tokenizer.save_huggingface(directory)
-        >>> sorted(os.listdir(directory))
-        ['tokenizer_config.json', 'vocab.txt']
-        """
-        directory = os.fspath(directory)
-        os.makedirs(directory, exist_ok=True)
+    def _write_vocabulary(self, directory):
         with open(os.path.join(directory, VOCABULARY_FILENAME), "w", encoding="utf-8") as file:
             file.writelines(token + "\n" for token in self._lines)
-        config = {
+
+    def _tokenizer_config(self):
+        return {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self._lowercase,
             "strip_accents": self._strip_accents_option,
             "tokenize_chinese_chars": self._tokenize_chinese_chars,
             **{name: token for name, token in self._tokens.items() if token is not None},
         }
-        if self._additional_special_tokens:
-            config["additional_special_tokens"] = list(self._additional_special_tokens)
-        write_json_file(os.path.join(directory, TOKENIZER_CONFIG_FILENAME), config)
 
     def _normalize(self, text):
         characters = []
@@ -358,8 +306,9 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
             text = "".join(character.lower() for character in text)
         return text
 
-    def _words(self, text):
-        for chunk in text.split(" "):
+    def _words(self, segment):
+        """BERT's words of `segment`: normalised, split on spaces and punctuation."""
+        for chunk in self._normalize(segment).split(" "):
             start = 0
             for position, character in enumerate(chunk):
                 if _is_punctuation(character):
@@ -370,11 +319,8 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
             if start < len(chunk):
                 yield chunk[start:]
 
-    def _word_ids(self, word):
+    def _split_word(self, word):
         """Greedy longest-match WordPiece ids of one word (`[UNK]` alone when it fails)."""
-        ids = self._word_cache.get(word)
-        if ids is not None:
-            return ids
         ids = []
         start = 0
         if len(word) > _MAX_INPUT_CHARS_PER_WORD:
@@ -393,19 +339,6 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
                 break
             ids.append(found)
             start = end
-        if len(self._word_cache) >= _CACHE_SIZE:
-            self._word_cache.clear()
-        self._word_cache[word] = ids
-        return ids
-
-    def _encode_text(self, text):
-        ids = []
-        for segment, is_special in split_added_tokens(text, self._special_pattern):
-            if is_special:
-                ids.append(self._vocabulary[segment])
-                continue
-            for word in self._words(self._normalize(segment)):
-                ids += self._word_ids(word)
         return ids
 
     def _with_special_ids(self, ids):
