@@ -36,8 +36,8 @@ import tempfile
 import time
 import warnings
 
-from machine import cpu_description, load_average, load_note, versions
-from results import append_section, markdown_table
+from machine import load_average
+from results import append_run, markdown_table
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -165,23 +165,20 @@ def main(argv=None):
     )
     print(table)
     if not args.no_record:
-        backend, found = versions()
-        found["CTranslate2"] = ctranslate2.__version__
-        notes = [
+        measured = (
             f"Model: {args.label or args.model}; {len(sentences)} test_2016_flickr sentences, "
             f"at most {args.max_length} new tokens, no length penalty, {args.rounds} rounds "
-            f"(median), CTranslate2 on {args.threads} threads",
-            f"CPU: {cpu_description()}",
-            f"Wall time: {time.time() - started:.0f} s; {load_note(load_at_start)}",
-        ]
-        append_section(
+            f"(median), CTranslate2 on {args.threads} threads"
+        )
+        append_run(
             RESULTS,
             "Decoding against CTranslate2",
             "benchmarks/against_ctranslate2.py",
-            backend,
-            found,
-            notes,
             table,
+            notes=[measured],
+            elapsed=time.time() - started,
+            load_at_start=load_at_start,
+            packages={"CTranslate2": ctranslate2.__version__},
         )
     return rows
 

@@ -67,6 +67,9 @@ DEFAULT_CONTENDERS = ("ours", "ours_causal", "keras", "naive", "ours_remat")
 LENGTHS = (128, 256, 512, 1024, 2048, 4096)
 QUICK_LENGTHS = (16, 32, 64)
 WARM_UP_LENGTH = 8
+# The flags that shape a measurement: the keys of the settings `measure` takes, and what a
+# `--worker` process is given again.
+MEASUREMENT_FLAGS = ("batch", "width", "heads", "dtype", "repeats", "jit")
 HEADER = [
     "length",
     "contender",
@@ -140,14 +143,18 @@ def parse_args(argv=None):
 
 def settings_of(args):
     """The shape of the measurement, as `measure` takes it."""
-    return dict(
-        batch=args.batch,
-        width=args.width,
-        heads=args.heads,
-        dtype=args.dtype,
-        repeats=args.repeats,
-        jit=args.jit,
-    )
+    return {name: getattr(args, name) for name in MEASUREMENT_FLAGS}
+
+
+def worker_flags(settings):
+    """The flags that give a `--worker` process `settings` (from `settings_of`) again."""
+    flags = []
+    for name, value in settings.items():
+        if isinstance(value, bool):  # a switch: `--jit` or nothing
+            flags += [f"--{name}"] if value else []
+        else:
+            flags += [f"--{name}", str(value)]
+    return flags
 
 
 def score_matrix_bytes(batch, heads, length, itemsize=4):
@@ -484,9 +491,7 @@ def measure_in_fork(contender, length, settings, timeout):
 def measure_in_subprocess(contender, length, args):
     """`measure` in a fresh interpreter (``--isolation spawn``)."""
     command = [sys.executable, os.path.abspath(__file__), "--worker", contender]
-    command += ["--lengths", str(length), "--batch", str(args.batch), "--width", str(args.width)]
-    command += ["--heads", str(args.heads), "--dtype", args.dtype, "--repeats", str(args.repeats)]
-    command += ["--jit"] if args.jit else []
+    command += ["--lengths", str(length), *worker_flags(settings_of(args))]
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     try:
         done = subprocess.run(

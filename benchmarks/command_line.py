@@ -40,28 +40,42 @@ def new_parser(docstring, contenders, jit_help):
     return parser
 
 
-def parse_shared(parser, argv, contenders, full_shape, quick_shape):
-    """Parses `argv`, with `args.shape` and `args.contenders` resolved.
+def parse_shared(parser, argv, contenders, full_shape, quick_shape, counts):
+    """Adds a flag per size, parses `argv`, and resolves the sizes, counts and contenders.
 
     Args:
-        parser: the parser from `new_parser`, with the benchmark's own flags and
-            one flag per key of `full_shape`.
+        parser: the parser from `new_parser`, with the benchmark's own flags;
+            its count flags (as `counts` names them, `--rounds` among them)
+            default to `None`.
         argv: the arguments, or `None` for the command line's.
         contenders: every contender the benchmark knows.
-        full_shape: the default sizes, a dict.
+        full_shape: the default sizes, a dict; each key becomes an integer
+            flag (`--new-tokens` for `new_tokens`).
         quick_shape: the sizes with `--quick`, a dict with the same keys.
+        counts: `{name: (default, default with --quick)}` for the count flags
+            (timed calls, rounds, ...); each must be at least 1.
 
     Returns:
         The parsed flags; `args.shape` holds the `--quick` or full sizes with
-        those given as flags in their place, `args.contenders` the chosen
-        contenders as a list.
+        those given as flags in their place, each count flag left out its
+        default, and `args.contenders` the chosen contenders as a list.
     """
+    for key, value in full_shape.items():
+        flag = "--" + key.replace("_", "-")
+        parser.add_argument(flag, dest=key, type=int, default=None, help=f"default {value}")
     args = parser.parse_args(argv)
     shape = dict(quick_shape if args.quick else full_shape)
     for key in shape:
         if getattr(args, key) is not None:
             shape[key] = getattr(args, key)
     args.shape = shape
+    for name, (default, quick_default) in counts.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick_default if args.quick else default)
+    if min(getattr(args, name) for name in counts) < 1:
+        flags = [f"--{name}" for name in counts]
+        listed = ", ".join(flags[:-1]) + " and " + flags[-1] if len(flags) > 1 else flags[0]
+        parser.error(f"{listed} must be at least 1")
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     unknown = set(args.contenders) - set(contenders)
     if unknown:

@@ -78,12 +78,8 @@ def parse_args(argv=None):
         default=None,
         help="comma-separated batch sizes (default: 1,32; 1,8 with --quick)",
     )
-    for key, value in FULL_SHAPE.items():
-        if key == "batch":
-            continue
-        flag = key.replace("_", "-")
-        parser.add_argument(f"--{flag}", dest=key, type=int, default=None, help=f"default {value}")
-    args = parse_shared(parser, argv, CONTENDERS, FULL_SHAPE, QUICK_SHAPE)
+    counts = {"calls": (2, 3), "rounds": (5, 2)}
+    args = parse_shared(parser, argv, CONTENDERS, FULL_SHAPE, QUICK_SHAPE, counts)
     sizes = args.batch_sizes or ("1,8" if args.quick else "1,32")
     try:
         args.batch_sizes = [int(size) for size in sizes.split(",")]
@@ -91,11 +87,6 @@ def parse_args(argv=None):
         parser.error(f"--batch-sizes must be comma-separated integers, got {sizes!r}")
     if not args.batch_sizes or min(args.batch_sizes) < 1:
         parser.error("--batch-sizes must be positive")
-    for name, default in zip(("calls", "rounds"), (3, 2) if args.quick else (2, 5)):
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-    if args.calls < 1 or args.rounds < 1:
-        parser.error("--calls and --rounds must be at least 1")
     return args
 
 

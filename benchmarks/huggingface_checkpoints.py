@@ -26,8 +26,8 @@ import tempfile
 import time
 import warnings
 
-from machine import cpu_description, load_average, load_note, versions
-from results import append_section, markdown_table
+from machine import load_average
+from results import append_run, markdown_table
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 
@@ -166,21 +166,15 @@ def main(argv=None):
     )
     print(table)
     if not args.no_record:
-        backend, found = versions()
-        found["transformers"] = transformers.__version__
-        found["PyTorch"] = torch.__version__
-        notes = [
-            f"CPU: {cpu_description()}",
-            f"Wall time: {time.time() - started:.0f} s; {load_note(load_at_start)}",
-        ]
-        append_section(
+        append_run(
             RESULTS,
             "Hugging Face checkpoints: parity and load time",
             "benchmarks/huggingface_checkpoints.py",
-            backend,
-            found,
-            notes,
             table,
+            notes=[],
+            elapsed=time.time() - started,
+            load_at_start=load_at_start,
+            packages={"transformers": transformers.__version__, "PyTorch": torch.__version__},
         )
     return rows
 

@@ -60,3 +60,28 @@ def append_section(path, title, script, backend, found, notes, table):
         for note in notes:
             f.write(f"- {note}\n")
         f.write("\n" + table)
+
+
+def append_run(path, title, script, table, notes, elapsed, load_at_start, packages=None):
+    """`append_section` with this process's versions, then the CPU and the run's wall time.
+
+    Args:
+        path: the Markdown file.
+        title: the heading of the section.
+        script: the benchmark's path from the repository root.
+        table: the Markdown table.
+        notes: lines on what was measured, before the machine's.
+        elapsed: the run's wall time, in seconds.
+        load_at_start: `machine.load_average()` at the start of the run.
+        packages: `{name: version}` of what was measured beyond `machine.versions`' packages.
+    """
+    from machine import cpu_description, load_note, versions
+
+    backend, found = versions()
+    found.update(packages or {})
+    notes = [
+        *notes,
+        f"CPU: {cpu_description()}",
+        f"Wall time: {elapsed:.0f} s; {load_note(load_at_start)}",
+    ]
+    append_section(path, title, script, backend, found, notes, table)

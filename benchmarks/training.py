@@ -67,13 +67,8 @@ def parse_args(argv=None):
         "measured in this process, the only figure a fraction of peak can be taken against: "
         "the same machine type measured 211 and 456 GFLOP/s float32 on two days)",
     )
-    for key, value in FULL_SHAPE.items():
-        parser.add_argument(f"--{key}", type=int, default=None, help=f"default {value}")
-    args = parse_shared(parser, argv, CONTENDERS, FULL_SHAPE, QUICK_SHAPE)
-    defaults = (2, 1, 1) if args.quick else (10, 3, 3)
-    for name, default in zip(("steps", "rounds", "warmup"), defaults):
-        if getattr(args, name) is None:
-            setattr(args, name, default)
+    counts = {"steps": (10, 2), "rounds": (3, 1), "warmup": (3, 1)}
+    args = parse_shared(parser, argv, CONTENDERS, FULL_SHAPE, QUICK_SHAPE, counts)
     args.precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
     if args.jit is None:
         args.jit = "off" if args.quick else "both"
@@ -83,8 +78,6 @@ def parse_args(argv=None):
         if item.strip():
             name, value = item.split("=")
             args.peaks[name.strip()] = float(value)
-    if args.steps < 1 or args.rounds < 1 or args.warmup < 1:
-        parser.error("--steps, --rounds and --warmup must be at least 1")
     return args
 
 

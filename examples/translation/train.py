@@ -87,6 +87,16 @@ def _subword_dropout(text):
     return values[0] if len(values) == 1 else values
 
 
+def _add_switch(parser, name, help_text):
+    """A flag of `auto` (the default), `on` or `off`, which `_switch` reads."""
+    parser.add_argument(name, choices=["auto", "on", "off"], default="auto", help=help_text)
+
+
+def _switch(value, auto):
+    """`True` or `False` for a flag of `_add_switch`'s; `auto` for `"auto"`."""
+    return {"auto": auto, "on": True, "off": False}[value]
+
+
 POSITIVE = (
     "epochs",
     "tokens_per_batch",
@@ -171,19 +181,17 @@ def parse_args(argv):
         "(e.g. 0.1,0 for the source only); 0: off",
     )
     add_precision_flag(parser)
-    parser.add_argument(
+    _add_switch(
+        parser,
         "--fixed-shapes",
-        choices=["auto", "on", "off"],
-        default="auto",
-        help="pad batches to a few fixed shapes, so that XLA compiles a few times; auto: on "
-        "when the training step is compiled with XLA",
+        "pad batches to a few fixed shapes, so that XLA compiles a few times; auto: on when "
+        "the training step is compiled with XLA",
     )
-    parser.add_argument(
+    _add_switch(
+        parser,
         "--jit-compile",
-        choices=["auto", "on", "off"],
-        default="auto",
-        help="compile the training step with XLA; auto: on with JAX or a GPU, off with "
-        "TensorFlow on a CPU (faster there)",
+        "compile the training step with XLA; auto: on with JAX or a GPU, off with TensorFlow "
+        "on a CPU (faster there)",
     )
     add_mesh_flag(parser)
     parser.add_argument(
@@ -392,7 +400,7 @@ def run(args, argv):
             overrides[name] = getattr(args, name)
     # With --mesh, the mesh is checked against the devices and heads here, before anything
     # is written.
-    jit_compile = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
+    jit_compile = _switch(args.jit_compile, auto="auto")
     model = kt.models.build(
         "translation",
         preset=args.preset,
@@ -408,7 +416,7 @@ def run(args, argv):
 
     # Only XLA compiles per shape; the plain TensorFlow runtime is faster on unpadded batches.
     args.compiled = bool(model.jit_compile)
-    fixed_shapes = {"auto": args.compiled, "on": True, "off": False}[args.fixed_shapes]
+    fixed_shapes = _switch(args.fixed_shapes, auto=args.compiled)
     # The data-parallel replicas split every batch evenly.
     batch_size_multiple = args.mesh[0] if args.mesh else 1
     train_data = make_translation_dataset(
