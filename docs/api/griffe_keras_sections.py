@@ -109,7 +109,8 @@ def rewrite_examples(text):
     return "\n".join(out)
 
 
-_PUBLIC_PACKAGES = (
+# The subpackages whose `__all__` is the public API; tests/docs/docs_helpers.py reads it too.
+PUBLIC_PACKAGES = (
     "layers",
     "ops",
     "models",
@@ -153,7 +154,7 @@ def _free_names(sources):
 
 def _public_home(value, name):
     """The public subpackage of keras_transformer that exports `value` as `name`, if any."""
-    for package in _PUBLIC_PACKAGES:
+    for package in PUBLIC_PACKAGES:
         module = sys.modules.get(f"keras_transformer.{package}")
         if module is not None and getattr(module, name, None) is value:
             if name in getattr(module, "__all__", ()):

@@ -1,11 +1,12 @@
 """benchmarks/attention.py: the plan, the table it appends, and that its memory figures are real."""
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.fresh_python import run_python
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SCRIPT = REPOSITORY / "benchmarks" / "attention.py"
@@ -16,14 +17,7 @@ import attention  # noqa: E402
 
 def run_script(*flags, timeout=120):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPOSITORY))
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *flags],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPOSITORY,
-    )
+    return run_python(SCRIPT, *flags, env=env, timeout=timeout)
 
 
 def table_of(markdown):

@@ -1,11 +1,12 @@
 """benchmarks/gpu.py: its FLOP count, its flags, and (slow) its CPU dry run without TensorFlow."""
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.fresh_python import run_python
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SCRIPT = REPOSITORY / "benchmarks" / "gpu.py"
@@ -26,14 +27,7 @@ def run_script(*flags, block_tensorflow=False, timeout=300):
     )
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
     env["PYTHONPATH"] = str(REPOSITORY)
-    return subprocess.run(
-        [sys.executable, "-c", prelude],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPOSITORY,
-    )
+    return run_python("-c", prelude, env=env, timeout=timeout)
 
 
 @pytest.mark.parametrize("preset", ["base", "big"])

@@ -1,11 +1,12 @@
 """benchmarks/step_profile.py sorts profiled ops by purpose; translation_step.py's quick run."""
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.fresh_python import run_python
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPOSITORY / "benchmarks"))
@@ -86,21 +87,8 @@ def test_quick_run_appends_a_table(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     script = REPOSITORY / "benchmarks" / "translation_step.py"
     flags = ["--quick", "--rounds", "1", "--steps", "2", "--batches", "4"]
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            *flags,
-            "--contenders",
-            "ours,keras_hub",
-            "--output",
-            str(output),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=REPOSITORY,
+    completed = run_python(
+        script, *flags, "--contenders", "ours,keras_hub", "--output", output, env=env, timeout=600
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     text = output.read_text()

@@ -1,6 +1,7 @@
 """What the documentation tests share: the public subpackages and how doctests run."""
 
 import doctest
+import importlib
 import importlib.util
 import inspect
 import pathlib
@@ -14,16 +15,15 @@ keras_sections = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(keras_sections)
 
 # The subpackages whose `__all__` is the public API the site and the docstrings cover.
-SUBPACKAGES = [
-    "layers",
-    "ops",
-    "models",
-    "generation",
-    "training",
-    "text",
-    "saving",
-    "distribution",
-]
+SUBPACKAGES = keras_sections.PUBLIC_PACKAGES
+
+
+def public_objects():
+    """Every public name: `(subpackage, name, object)` for each entry of an `__all__`."""
+    for package in SUBPACKAGES:
+        module = importlib.import_module(f"keras_transformer.{package}")
+        for name in module.__all__:
+            yield package, name, getattr(module, name)
 
 
 def run_doctests(obj, name, module_name):

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.docs.docs_helpers import SUBPACKAGES, run_doctests
+from tests.docs.docs_helpers import public_objects, run_doctests
 
 # Entries of `__all__` that are not classes or functions, and why they are exempt.
 EXEMPT = {
@@ -22,15 +22,7 @@ EXAMPLE = re.compile(r"^\s*Examples?:\s*$", re.MULTILINE)
 SECTION = re.compile(r"^\s*(?P<name>[A-Z][A-Za-z ]*):\s*$", re.MULTILINE)
 
 
-def public_names():
-    names = []
-    for package in SUBPACKAGES:
-        module = importlib.import_module(f"keras_transformer.{package}")
-        names += [f"{package}.{name}" for name in module.__all__]
-    return names
-
-
-NAMES = public_names()
+NAMES = [f"{package}.{name}" for package, name, _ in public_objects()]
 CHECKED = [name for name in NAMES if name not in EXEMPT]
 
 

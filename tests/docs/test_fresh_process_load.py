@@ -10,14 +10,13 @@ new interpreter loads it, first without the import, then with it.
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import keras
 import numpy as np
 
 from keras_transformer.layers import TokenAndPositionEmbedding, TransformerEncoder
+from tests.fresh_python import run_python
 
 LOADER = textwrap.dedent(
     """
@@ -55,13 +54,13 @@ def test_the_getting_started_model_loads_in_a_new_process_after_the_import(tmp_p
     model.save(path)
 
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND=keras.backend.backend())
-    result = subprocess.run(
-        [sys.executable, "-c", LOADER, str(path), json.dumps(batch)],
+    result = run_python(
+        "-c",
+        LOADER,
+        path,
+        json.dumps(batch),
         cwd=tmp_path,  # not the repository: nothing imports the package by accident
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])

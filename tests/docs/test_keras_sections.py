@@ -1,14 +1,8 @@
 """docs/api/griffe_keras_sections.py: Keras-style sections become ones griffe renders."""
 
-import importlib.util
-import pathlib
-
 from griffe import Docstring, DocstringSectionKind, Parser
 
-PATH = pathlib.Path(__file__).resolve().parents[2] / "docs" / "api" / "griffe_keras_sections.py"
-SPEC = importlib.util.spec_from_file_location("griffe_keras_sections", PATH)
-sections_module = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(sections_module)
+from tests.docs.docs_helpers import keras_sections
 
 
 def parse(text):
@@ -51,7 +45,7 @@ Returns:
 
 def test_an_unindented_example_becomes_an_examples_section():
     assert DocstringSectionKind.examples not in kinds(FLAT)
-    rewritten = sections_module.rewrite_examples(FLAT)
+    rewritten = keras_sections.rewrite_examples(FLAT)
     parsed = parse(rewritten)
     examples = [s for s in parsed if s.kind is DocstringSectionKind.examples]
     assert len(examples) == 1
@@ -67,7 +61,7 @@ def test_an_unindented_example_becomes_an_examples_section():
 
 
 def test_an_indented_example_becomes_an_examples_section_and_returns_stays():
-    rewritten = sections_module.rewrite_examples(INDENTED)
+    rewritten = keras_sections.rewrite_examples(INDENTED)
     assert kinds(rewritten) == [
         DocstringSectionKind.text,
         DocstringSectionKind.examples,
@@ -86,7 +80,7 @@ Call arguments:
 Returns:
     A tensor.
 """
-    rewritten = sections_module.rewrite_call_arguments(text)
+    rewritten = keras_sections.rewrite_call_arguments(text)
     assert (
         "Call arguments:\n"
         "    - `inputs`: a tensor of any shape.\n"
@@ -98,7 +92,7 @@ Returns:
 
 def test_a_docstring_without_those_sections_is_unchanged():
     text = "Summary.\n\nArgs:\n    x: a value.\n\nReturns:\n    x."
-    assert sections_module.rewrite_call_arguments(sections_module.rewrite_examples(text)) == text
+    assert keras_sections.rewrite_call_arguments(keras_sections.rewrite_examples(text)) == text
 
 
 def test_an_example_gets_the_imports_its_names_need():
@@ -124,7 +118,7 @@ def test_an_example_gets_the_imports_its_names_need():
     >>> math.pi > 3
     True
     """
-    shown = sections_module.with_imports(docstring, namespace)
+    shown = keras_sections.with_imports(docstring, namespace)
     lines = [line.strip() for line in shown.splitlines() if ">>>" in line]
     assert lines[:3] == [
         ">>> import numpy as np",
@@ -138,4 +132,4 @@ def test_an_example_gets_the_imports_its_names_need():
 
 def test_an_example_that_imports_everything_is_unchanged():
     docstring = ">>> import keras\n>>> keras.ops.add(1, 1)\n"
-    assert sections_module.with_imports(docstring, {"keras": object()}) == docstring
+    assert keras_sections.with_imports(docstring, {"keras": object()}) == docstring

@@ -7,35 +7,31 @@ public method, property or class method that our package defines on a class of a
 here with the globals of the module that defines it.
 """
 
-import importlib
 import inspect
 
 import pytest
 
-from tests.docs.docs_helpers import SUBPACKAGES, run_doctests
+from tests.docs.docs_helpers import public_objects, run_doctests
 
 
 def documented_methods():
     """`{"Class.method": (function, module)}` for every method with a doctest."""
     found = {}
-    for package in SUBPACKAGES:
-        module = importlib.import_module(f"keras_transformer.{package}")
-        for name in module.__all__:
-            obj = getattr(module, name)
-            if not inspect.isclass(obj):
+    for _, _, obj in public_objects():
+        if not inspect.isclass(obj):
+            continue
+        for owner in obj.__mro__:
+            if not owner.__module__.startswith("keras_transformer"):
                 continue
-            for owner in obj.__mro__:
-                if not owner.__module__.startswith("keras_transformer"):
+            for attribute, value in vars(owner).items():
+                if attribute.startswith("_"):
                     continue
-                for attribute, value in vars(owner).items():
-                    if attribute.startswith("_"):
-                        continue
-                    function = value.fget if isinstance(value, property) else value
-                    if isinstance(function, (classmethod, staticmethod)):
-                        function = function.__func__
-                    if not inspect.isfunction(function) or ">>>" not in (function.__doc__ or ""):
-                        continue
-                    found.setdefault(f"{owner.__name__}.{attribute}", (function, owner.__module__))
+                function = value.fget if isinstance(value, property) else value
+                if isinstance(function, (classmethod, staticmethod)):
+                    function = function.__func__
+                if not inspect.isfunction(function) or ">>>" not in (function.__doc__ or ""):
+                    continue
+                found.setdefault(f"{owner.__name__}.{attribute}", (function, owner.__module__))
     return found
 
 

@@ -15,13 +15,13 @@ import pathlib
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 import threading
 
 import pytest
 
-from tests.docs.docs_helpers import SUBPACKAGES
+from tests.docs.docs_helpers import SUBPACKAGES, public_objects
+from tests.fresh_python import run_python
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 API = ROOT / "docs" / "api"
@@ -32,14 +32,8 @@ ENTRY = re.compile(r"^::: keras_transformer\.(\w+)\.(\w+)\s*$", re.MULTILINE)
 def mkdocs_build(config_dir, site_dir, timeout):
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", TF_CPP_MIN_LOG_LEVEL="3")
     env.setdefault("KERAS_BACKEND", "tensorflow")
-    return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
-        cwd=config_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    flags = ["--strict", "--site-dir", site_dir]
+    return run_python("-m", "mkdocs", "build", *flags, cwd=config_dir, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -104,11 +98,7 @@ def test_every_public_name_links_to_its_source(site):
             short = name.rsplit(".", 1)[1]
             assert line.startswith(("@", f"class {short}", f"def {short}", f"{short} ")), line
             linked[name] = number
-    expected = {
-        f"keras_transformer.{package}.{name}"
-        for package in SUBPACKAGES
-        for name in importlib.import_module(f"keras_transformer.{package}").__all__
-    }
+    expected = {f"keras_transformer.{package}.{name}" for package, name, _ in public_objects()}
     assert set(linked) == expected, expected ^ set(linked)
 
 

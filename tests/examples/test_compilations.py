@@ -2,15 +2,11 @@
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from examples.compilations import CompilationCounter
-
-REPOSITORY = Path(__file__).resolve().parents[2]
+from tests.fresh_python import REPOSITORY, run_python
 
 # Pairs of 2 to 32 tokens in batches of 256 tokens: 3 documented shapes (16, 24 and 32
 # tokens), where the buckets of `length_bucket_boundaries` bring about 20 training shapes.
@@ -55,14 +51,7 @@ print(json.dumps({
 @pytest.mark.slow
 def test_a_jax_fit_compiles_once_per_documented_shape():
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(REPOSITORY))
-    result = subprocess.run(
-        [sys.executable, "-c", FIT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=REPOSITORY,
-    )
+    result = run_python("-c", FIT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     first, second = report["epochs"]

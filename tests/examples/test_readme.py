@@ -10,10 +10,10 @@ import os
 import pathlib
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
+
+from tests.fresh_python import run_python
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 README = (REPOSITORY / "README.md").read_text(encoding="utf-8")
@@ -125,13 +125,8 @@ def test_shell_snippet_runs(block, readme_folder, monkeypatch, capsys):
             importlib.import_module(arguments[2]).main(arguments[3:])
             assert capsys.readouterr().out.strip(), command
             continue
-        result = subprocess.run(
-            [sys.executable, *arguments[1:]],
-            cwd=readme_folder,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        result = run_python(
+            *arguments[1:], cwd=readme_folder, env={**os.environ, "PYTHONPATH": str(REPOSITORY)}
         )
         assert result.returncode == 0, result.stderr[-2000:]
         assert result.stdout.strip(), command

@@ -3,8 +3,6 @@ import hashlib
 import io
 import os
 import pathlib
-import subprocess
-import sys
 import tarfile
 
 import numpy as np
@@ -23,6 +21,7 @@ from examples.text_classification.data import (
     train_validation_split,
 )
 from examples.text_classification.download_imdb import write_jsonl_gz
+from tests.fresh_python import run_python
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -395,13 +394,7 @@ def tiny_tarball(tmp_path_factory):
 
 
 def _run_download(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "examples.text_classification.download_imdb", *map(str, args)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_python("-m", "examples.text_classification.download_imdb", *args, timeout=60)
 
 
 def _read_jsonl_gz(path):

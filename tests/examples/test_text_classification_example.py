@@ -2,7 +2,6 @@
 
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,21 +11,19 @@ from examples.text_classification.data import load_sst2
 from keras_transformer.models import MaskedLM, TransformerClassifier, TransformerLM
 from keras_transformer.saving import load_pretrained
 from tests.examples.example_runs import CLASSIFICATION_SMALL
+from tests.fresh_python import run_python
 from tests.saved_model_loader import classify_in_fresh_process
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = CLASSIFICATION_SMALL
 
 
 def run_cli(module, *args, stdin=None):
     """Runs `python -m examples.text_classification.<module>` and returns the process."""
-    return subprocess.run(
-        [sys.executable, "-m", f"examples.text_classification.{module}", *args],
-        cwd=REPO,
+    return run_python(
+        "-m",
+        f"examples.text_classification.{module}",
+        *args,
         input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
 

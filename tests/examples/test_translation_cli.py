@@ -13,6 +13,7 @@ import pytest
 from examples.native_logs import is_native_log_line
 from examples.translation import train
 from examples.translation import translate as translate_cli
+from tests.fresh_python import run_python
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -117,15 +118,7 @@ USER_ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_
 
 
 def run_command(args, **kwargs):
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=USER_ENVIRONMENT,
-        **kwargs,
-    )
+    return run_python("-m", *args, env=USER_ENVIRONMENT, **kwargs)
 
 
 def test_missing_data_is_one_line_without_native_logs_and_writes_nothing(tmp_path):

@@ -9,6 +9,7 @@ from model_cases import BY_NAME, CASES, EAGER_STEP, compile_model, predict_logit
 
 from keras_transformer.saving import load_pretrained, save_pretrained
 from tests.harness import without_gc_collect
+from tests.random_weights import randomize_weights
 from tests.serving_helper import ask
 
 pytestmark = pytest.mark.backend_agnostic
@@ -29,21 +30,11 @@ if keras.backend.backend() != "tensorflow":
     TOLERANCE = {"int8": TOLERANCE["int8"]}
 
 
-def _randomized(case, rng):
-    model = case.make()
-    for variable in model.weights:
-        value = rng.normal(0.0, 0.3, variable.shape)
-        if variable.path.endswith("gamma"):
-            value += 1.0
-        variable.assign(value.astype(variable.dtype))
-    return model
-
-
 @BY_NAME
 def test_quantized_model_is_close_and_saves(case, rng, tmp_path):
     x, _ = case.data(rng)
     for mode, tolerance in TOLERANCE.items():
-        model = _randomized(case, rng)
+        model = randomize_weights(case.make(), rng)
         reference = predict_logits(model, x)
         model.quantize(mode)
         logits = predict_logits(model, x)
@@ -66,7 +57,7 @@ def _lora_variables(model):
 
 @BY_NAME
 def test_lora_starts_as_a_no_op_and_trains_only_its_weights(case, rng, tmp_path):
-    model = _randomized(case, rng)
+    model = randomize_weights(case.make(), rng)
     x, y = case.data(rng)
     reference = predict_logits(model, x)
     model.enable_lora(2)
@@ -127,7 +118,7 @@ def test_lora_arguments_are_checked():
 def test_quantized_model_with_lora(case, rng):
     # QLoRA: adapters on an int8 model start as a no-op and follow the fused == separate
     # projections rule (the model's self-attention runs the separate path once quantised).
-    model = _randomized(case, rng)
+    model = randomize_weights(case.make(), rng)
     x, _ = case.data(rng)
     model.quantize("int8")
     quantized = predict_logits(model, x)
@@ -151,7 +142,7 @@ def test_export_saved_model_and_onnx_match_keras_in_a_process_without_this_libra
 
     jobs = {}
     for case in EXPORT_CASES:
-        model = _randomized(case, rng)
+        model = randomize_weights(case.make(), rng)
         x, _ = case.data(rng, batch=3)
         # Another batch size and length than any traced before: the signature is dynamic.
         x = {k: v[:, : v.shape[1] - (k != "mask_positions")] for k, v in x.items()}

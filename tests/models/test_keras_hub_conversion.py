@@ -14,6 +14,7 @@ from model_cases import EAGER_STEP, predict_logits
 
 from keras_transformer.layers import gelu_approximate
 from keras_transformer.models import MaskedLM, TransformerClassifier, from_keras_hub
+from tests.random_weights import randomize_weights
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -39,13 +40,7 @@ BACKBONES = {
 
 def make_backbone(kind, seed=0, scale=0.3):
     backbone = getattr(keras_hub.models, BACKBONES[kind][0])(**SIZES, dropout=0.1)
-    rng = np.random.default_rng(seed)
-    for variable in backbone.weights:
-        noise = rng.normal(0.0, scale, tuple(variable.shape))
-        if variable.path.endswith("gamma"):
-            noise = 1.0 + noise
-        variable.assign(noise.astype("float32"))
-    return backbone
+    return randomize_weights(backbone, seed, scale)
 
 
 def padded_ids(pad_id, seed=1):

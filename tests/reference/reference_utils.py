@@ -12,6 +12,8 @@ from numpy_transformer import (
     relu,
 )
 
+from tests.random_weights import randomize_weights
+
 # Every test overwrites the weights with `randomize_weights`, so layers are built with
 # constant initializers: on JAX each random initializer compiles once per weight shape,
 # which was a fifth of this directory's run time.
@@ -38,20 +40,6 @@ def to_numpy(x):
     if not isinstance(x, np.ndarray):
         x = keras.ops.convert_to_numpy(x)
     return np.asarray(x).astype(np.float64)
-
-
-def randomize_weights(layer, seed=0, scale=0.3):
-    """Gives every weight a random, non-trivial value.
-
-    Biases and layer-norm betas are non-zero and gammas differ from one, so
-    a weight copied to the wrong place, or ignored, changes the outputs.
-    """
-    rng = np.random.default_rng(seed)
-    for variable in layer.weights:
-        noise = rng.normal(0.0, scale, size=tuple(variable.shape))
-        if variable.path.endswith("gamma"):
-            noise = 1.0 + noise
-        variable.assign(noise.astype(variable.dtype))
 
 
 def built(layer, *shapes, seed=0, scale=0.3):

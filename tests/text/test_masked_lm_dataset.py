@@ -10,6 +10,7 @@ from keras_transformer.text import (
     make_masked_lm_dataset,
     pack_texts,
 )
+from tests.text.random_texts import random_texts
 
 WORDS = "good bad film plot acting great awful movie boring moving dull witty".split()
 PAD = 0
@@ -17,8 +18,7 @@ PAD = 0
 
 @pytest.fixture(scope="module")
 def texts():
-    rng = np.random.default_rng(0)
-    return [" ".join(rng.choice(WORDS, size=rng.integers(1, 40))) for _ in range(150)]
+    return random_texts(WORDS, 150, 1, 39)
 
 
 @pytest.fixture(scope="module")

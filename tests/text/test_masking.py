@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_transformer.text.masking import mask_tokens
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
+from tests.text.random_texts import random_texts
 
 PAD, UNK, START, END, MASK = 0, 1, 2, 3, 4
 VOCAB = 60
@@ -350,8 +351,7 @@ WORDS = "one two three four five six seven eight nine ten good bad film plot".sp
 
 @pytest.fixture(scope="module")
 def texts():
-    rng = np.random.default_rng(0)
-    return [" ".join(rng.choice(WORDS, size=rng.integers(3, 15))) for _ in range(300)]
+    return random_texts(WORDS, 300, 3, 14)
 
 
 @pytest.fixture(scope="module")
