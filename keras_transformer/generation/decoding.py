@@ -42,6 +42,24 @@ def token_matrix(name, ids, pad_id):
     return ids, (ids != pad_id).sum(axis=1).astype("int32")
 
 
+# The arguments of `generate` that choose the search, as its caller names them.
+SEARCH_ARGUMENTS = (
+    "method",
+    "beam_size",
+    "length_penalty",
+    "num_return_sequences",
+    "top_k",
+    "top_p",
+    "temperature",
+    "seed",
+)
+
+
+def search_arguments(arguments):
+    """The search arguments out of a `generate` function's arguments (its `locals()`)."""
+    return {name: arguments[name] for name in SEARCH_ARGUMENTS}
+
+
 class GenerationOptions:
     """The checked search arguments of a `generate` call (not public).
 

@@ -11,6 +11,7 @@ from keras_transformer.generation.decoding import (
     learned_position_limit,
     run_generation,
     run_search,
+    search_arguments,
     token_matrix,
 )
 from keras_transformer.validation import check_positive_int
@@ -129,14 +130,7 @@ def generate_lm(
         why=" for beam search, which finishes hypotheses at the end token",
     )
     options = GenerationOptions(
-        method=method,
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        num_return_sequences=num_return_sequences,
-        top_k=top_k,
-        top_p=top_p,
-        temperature=temperature,
-        seed=seed,
+        **search_arguments(locals()),
         end_id=end_id,
         pad_id=model.pad_id,
         vocabulary_size=vocabulary_size,

@@ -12,6 +12,7 @@ from keras_transformer.generation.decoding import (
     learned_position_limit,
     run_generation,
     run_search,
+    search_arguments,
     token_matrix,
 )
 from keras_transformer.validation import check_positive_int
@@ -155,14 +156,7 @@ def generate_seq2seq(
     start_id = check_token_id("start_id", start_id, vocabulary_size, why=why)
     end_id = check_token_id("end_id", end_id, vocabulary_size, why=why)
     options = GenerationOptions(
-        method=method,
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        num_return_sequences=num_return_sequences,
-        top_k=top_k,
-        top_p=top_p,
-        temperature=temperature,
-        seed=seed,
+        **search_arguments(locals()),
         end_id=end_id,
         pad_id=model.pad_id,
         vocabulary_size=vocabulary_size,
