@@ -1,9 +1,9 @@
 """Beam search with alive and finished hypotheses and the GNMT length penalty."""
 
-import keras
 from keras import ops
 
 from keras_transformer.generation.length_penalty import gnmt_length_penalty
+from keras_transformer.generation.shrinking import batch_sizes, shrinking_loop, take_rows
 
 _NEG_INF = float("-inf")
 
@@ -26,6 +26,8 @@ def beam_search(
     num_return_sequences=1,
     start_index=0,
     pad_id=0,
+    context=None,
+    shrink_batch=False,
 ):
     """Beam search over a static key/value cache, in one `while_loop`.
 
@@ -48,9 +50,16 @@ def beam_search(
     Hugging Face's beam search): then `beam_size=1` with `length_penalty=0` is
     exactly greedy search.
 
+    With `shrink_batch=True` (and a batch of static size, 8 or more), finished
+    inputs leave the batch: once at most half of them are unfinished, the
+    unfinished ones (with their cache rows and `context`) go on as a batch of
+    half the size, down to 4 inputs. Each size is a loop of its own in the
+    compiled program; the results are those of the full batch.
+
     Args:
         step_fn: callable `(token_ids (batch * beams, 1), cache, index) ->
-            (logits (batch * beams, vocabulary) float32, cache)`.
+            (logits (batch * beams, vocabulary) float32, cache)`, called with
+            `context` as a fourth argument when that is given.
         cache: nest of tensors with leading axis `batch * beam_size`, row
             `b * beam_size + j` for beam `j` of input `b` (all beams of an
             input equal at the start).
@@ -66,6 +75,12 @@ def beam_search(
         start_index: int, the first column to feed (the cache holds the
             earlier ones). Defaults to `0`.
         pad_id: int. Defaults to `0`.
+        context: `None` or a nest of tensors with leading axis `batch`, one
+            row per input (shared by its beams and never reordered; e.g. an
+            encoder's cross-attention keys and values). Defaults to `None`.
+        shrink_batch: bool, drop finished inputs from the batch as described
+            above. `step_fn` must then keep no per-row tensors of its own: only
+            in `cache` and `context`. Defaults to `False`.
 
     Returns:
         `(sequences, scores, num_columns)`: int32
@@ -90,49 +105,43 @@ def beam_search(
         - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7
     """
     sequences = ops.cast(sequences, "int32")
-    prompt_lengths = ops.cast(prompt_lengths, "int32")
-    limits = ops.cast(limits, "int32")
     batch_size, length = ops.shape(sequences)[0], ops.shape(sequences)[1]
     beams = beam_size
     # 2 × beams candidates leave `beams` alive even if `beams` of them end.
     num_candidates = 2 * beams
     alpha = ops.cast(length_penalty, "float32")
-    beam_offsets = ops.arange(batch_size, dtype="int32")[:, None] * beams
-    longest = ops.maximum(limits - prompt_lengths, 1)
+    end_id = ops.cast(end_id, "int32")
 
-    def cond(index, alive, alive_log_probs, cache, finished, finished_scores, done):
-        return ops.logical_and(index < length - 1, ops.logical_not(ops.all(done)))
-
-    def body(index, alive, alive_log_probs, cache, finished, finished_scores, done):
-        tokens = ops.reshape(
-            ops.slice(alive, [0, 0, index], [batch_size, beams, 1]), (batch_size * beams, 1)
+    def step(index, state):
+        prompt_lengths, limits, context, alive, alive_log_probs, cache, finished, scores, done = (
+            state
         )
-        logits, cache = step_fn(tokens, cache, index)
+        rows = ops.shape(alive)[0]
+        tokens = ops.reshape(ops.slice(alive, [0, 0, index], [rows, beams, 1]), (rows * beams, 1))
+        logits, cache = step_fn(tokens, cache, index, *context)
         vocabulary_size = logits.shape[-1]
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        log_probs = ops.reshape(log_probs, (batch_size, beams, vocabulary_size))
+        log_probs = ops.reshape(log_probs, (rows, beams, vocabulary_size))
 
         next_index = index + 1
         in_prompt = next_index < prompt_lengths
         # Inside a prompt every beam must take the prompt token, at no cost.
-        prompt_token = ops.slice(alive, [0, 0, next_index], [batch_size, 1, 1])
+        prompt_token = ops.slice(alive, [0, 0, next_index], [rows, 1, 1])
         forced = ops.where(
             ops.arange(vocabulary_size, dtype="int32")[None, None, :] == prompt_token, 0.0, _NEG_INF
         )
         log_probs = ops.where(in_prompt[:, None, None], forced, log_probs)
 
-        totals = ops.reshape(alive_log_probs[:, :, None] + log_probs, (batch_size, -1))
-        top_log_probs, top_indices = ops.top_k(totals, min(num_candidates, beams * vocabulary_size))
-        top_indices = ops.cast(top_indices, "int32")
+        totals = alive_log_probs[:, :, None] + log_probs
+        totals = ops.reshape(totals, (rows, beams * vocabulary_size))
+        top_log_probs, top_indices = _top_k(totals, min(num_candidates, beams * vocabulary_size))
         parents = top_indices // vocabulary_size
         top_tokens = top_indices % vocabulary_size
         candidates = _gather_beams(alive, parents)
         candidates = ops.slice_update(candidates, [0, 0, next_index], top_tokens[:, :, None])
 
         generated_length = ops.maximum(next_index - prompt_lengths + 1, 1)
-        ends = ops.logical_or(
-            ops.equal(top_tokens, ops.cast(end_id, "int32")), (next_index + 1 >= limits)[:, None]
-        )
+        ends = ops.logical_or(ops.equal(top_tokens, end_id), (next_index + 1 >= limits)[:, None])
         ends = ops.logical_and(ends, ops.logical_not(in_prompt)[:, None])
         ranks = ops.arange(ops.shape(top_tokens)[1], dtype="int32")[None, :]
         new_finished = ops.logical_and(ends, ranks < beams)
@@ -143,40 +152,78 @@ def beam_search(
         picked = ops.cast(picked, "int32")
         alive = _gather_beams(candidates, picked)
         parents = ops.take_along_axis(parents, picked, axis=1)
-        cache = keras.tree.map_structure(
-            lambda c: ops.take(c, ops.reshape(beam_offsets + parents, (-1,)), axis=0), cache
-        )
+        parents = ops.arange(rows, dtype="int32")[:, None] * beams + parents
+        cache = take_rows(cache, ops.reshape(parents, (-1,)))
 
-        pool_scores = ops.concatenate([finished_scores, new_finished_scores], axis=1)
+        pool_scores = ops.concatenate([scores, new_finished_scores], axis=1)
         pool = ops.concatenate([finished, candidates], axis=1)
-        finished_scores, picked = ops.top_k(pool_scores, beams)
+        scores, picked = ops.top_k(pool_scores, beams)
         finished = _gather_beams(pool, ops.cast(picked, "int32"))
 
         # The best an alive hypothesis can still score: its log-probability (which only
         # falls) over the largest penalty of any length it can still reach.
+        longest = ops.maximum(limits - prompt_lengths, 1)
         reachable_penalty = ops.maximum(
             gnmt_length_penalty(generated_length + 1, alpha), gnmt_length_penalty(longest, alpha)
         )
         best_alive = alive_log_probs[:, 0] / reachable_penalty
-        settled = finished_scores[:, num_return_sequences - 1] >= best_alive
+        settled = scores[:, num_return_sequences - 1] >= best_alive
         settled = ops.logical_and(settled, ops.logical_not(in_prompt))
         done = ops.logical_or(done, settled)
-        return next_index, alive, alive_log_probs, cache, finished, finished_scores, done
+        state = (prompt_lengths, limits, context, alive, alive_log_probs, cache, finished)
+        return next_index, (*state, scores, done)
 
-    alive = ops.repeat(sequences[:, None, :], beams, axis=1)
+    def loop(index, state, fewest):
+        def cond(index, state):
+            unfinished = ops.sum(ops.cast(ops.logical_not(state[-1]), "int32"))
+            return ops.logical_and(index < length - 1, unfinished > fewest)
+
+        return ops.while_loop(cond, step, (index, state))
+
     first_beam = ops.arange(beams, dtype="int32")[None, :] == 0
-    alive_log_probs = ops.where(first_beam, ops.zeros((batch_size, beams)), _NEG_INF)
-    finished = ops.full((batch_size, beams, length), pad_id, dtype="int32")
-    finished_scores = ops.full((batch_size, beams), _NEG_INF, dtype="float32")
-    done = ops.zeros((batch_size,), "bool")
-    index = ops.convert_to_tensor(start_index, "int32")
-    index, _, _, _, finished, finished_scores, _ = ops.while_loop(
-        cond,
-        body,
-        (index, alive, alive_log_probs, cache, finished, finished_scores, done),
+    state = (
+        ops.cast(prompt_lengths, "int32"),
+        ops.cast(limits, "int32"),
+        () if context is None else (context,),  # what `step_fn` takes after its 3 arguments
+        ops.repeat(sequences[:, None, :], beams, axis=1),
+        ops.where(first_beam, ops.zeros((batch_size, beams)), _NEG_INF),
+        cache,
+        ops.full((batch_size, beams, length), pad_id, dtype="int32"),
+        ops.full((batch_size, beams), _NEG_INF, dtype="float32"),
+        ops.zeros((batch_size,), "bool"),
     )
-    return (
-        finished[:, :num_return_sequences],
-        finished_scores[:, :num_return_sequences],
-        index + 1,
+    index, (finished, scores) = shrinking_loop(
+        loop,
+        ops.convert_to_tensor(start_index, "int32"),
+        state,
+        (1, 1, 1, 1, 1, beams, 1, 1, 1),
+        lambda state: (state[6][:, :num_return_sequences], state[7][:, :num_return_sequences]),
+        batch_sizes(batch_size) if shrink_batch else [batch_size],
     )
+    return finished, scores, index + 1
+
+
+def _top_k(values, k, block=128):
+    """`ops.top_k(values, k)` (int32 indices) for `(rows, width)` values, in two small steps.
+
+    A sort-based top-k over a whole `beams × vocabulary` row costs a step several
+    times what one pass does. The `k` largest values lie in the `k` blocks of
+    `block` columns with the largest maxima (any other block's maximum is below
+    them all), so one pass takes the blocks' maxima and the top-k runs over those
+    blocks only. The blocks are taken in column order, so equal values still
+    come lowest column first.
+    """
+    rows, width = ops.shape(values)[0], values.shape[1]
+    blocks = -(-width // block)
+    if blocks <= 4 * k:
+        values, indices = ops.top_k(values, k)
+        return values, ops.cast(indices, "int32")
+    values = ops.pad(values, [[0, 0], [0, blocks * block - width]], constant_values=_NEG_INF)
+    values = ops.reshape(values, (rows, blocks, block))
+    _, top_blocks = ops.top_k(ops.max(values, axis=-1), k)
+    top_blocks = ops.sort(ops.cast(top_blocks, "int32"), axis=-1)
+    candidates = ops.take_along_axis(values, top_blocks[:, :, None], axis=1)
+    top_values, picked = ops.top_k(ops.reshape(candidates, (rows, k * block)), k)
+    picked = ops.cast(picked, "int32")
+    indices = ops.take_along_axis(top_blocks, picked // block, axis=1) * block + picked % block
+    return top_values, indices

@@ -148,8 +148,8 @@ def _never_pad(step_fn, pad_id, end_id):
     sequence, and a model never learns to predict it (its targets are masked).
     """
 
-    def step(token_ids, cache, index):
-        logits, cache = step_fn(token_ids, cache, index)
+    def step(token_ids, cache, index, *context):
+        logits, cache = step_fn(token_ids, cache, index, *context)
         vocabulary = ops.arange(logits.shape[-1], dtype="int32")
         banned = ops.logical_and(vocabulary == pad_id, ops.not_equal(end_id, pad_id))
         return ops.where(banned[None, :], float("-inf"), ops.cast(logits, "float32")), cache
@@ -157,11 +157,16 @@ def _never_pad(step_fn, pad_id, end_id):
     return step
 
 
-def run_search(options, runtime, step_fn, cache, sequences, prompt_lengths, limits, start_index=0):
+def run_search(
+    options, runtime, step_fn, cache, sequences, prompt_lengths, limits, start_index=0, context=None
+):
     """Runs the search `options.method` (inside the compiled function).
 
     `cache` and `step_fn` work on `batch * options.copies` rows (each input's
-    copies adjacent); `sequences`, `prompt_lengths` and `limits` are per input.
+    copies adjacent); `sequences`, `prompt_lengths` and `limits` are per input,
+    and so is `context` (`None` or a nest), which `step_fn` then takes as a
+    fourth argument. Beam and greedy search drop finished inputs from the batch
+    as they go.
 
     Returns:
         `(sequences (batch, copies_returned, length), scores, num_columns)`.
@@ -181,6 +186,8 @@ def run_search(options, runtime, step_fn, cache, sequences, prompt_lengths, limi
             num_return_sequences=options.num_return_sequences,
             start_index=start_index,
             pad_id=options.pad_id,
+            context=context,
+            shrink_batch=True,
         )
     copies = options.copies
     if options.method == "greedy":
@@ -208,6 +215,9 @@ def run_search(options, runtime, step_fn, cache, sequences, prompt_lengths, limi
         choose_fn=choose,
         end_id=end_id,
         pad_id=options.pad_id,
+        context=context,
+        # A sample depends on its row's place in the batch (one draw for all rows).
+        shrink_batch=options.method == "greedy" and copies == 1,
     )
     batch_size = ops.shape(sequences)[0] // copies
     sequences = ops.reshape(sequences, (batch_size, copies, -1))

@@ -2,6 +2,8 @@
 
 from keras import ops
 
+from keras_transformer.generation.shrinking import batch_sizes, shrinking_loop
+
 
 def _column(sequences, index):
     """Column `index` (a scalar tensor) of `(rows, length)` ids, as `(rows, 1)`."""
@@ -18,6 +20,8 @@ def greedy_search(
     choose_fn=None,
     end_id=None,
     pad_id=0,
+    context=None,
+    shrink_batch=False,
 ):
     """Extends each row by one token a step, with a static key/value cache.
 
@@ -30,7 +34,8 @@ def greedy_search(
 
     Args:
         step_fn: callable `(token_ids (rows, 1), cache, index) -> (logits
-            (rows, vocabulary) float32, cache)`.
+            (rows, vocabulary) float32, cache)`, called with `context` as a
+            fourth argument when that is given.
         cache: the decoding state `step_fn` updates (any nest of tensors).
         sequences: int32 tensor `(rows, length)`, the prompt of each row at
             columns `< prompt_lengths`, `pad_id` after.
@@ -44,6 +49,16 @@ def greedy_search(
         end_id: int or scalar int tensor, the token that ends a row (`-1`
             matches none). Defaults to `None` (rows run to their limit).
         pad_id: int, the id written after a row stops. Defaults to `0`.
+        context: `None` or a nest of tensors that `step_fn` takes as a fourth
+            argument (e.g. an encoder's cross-attention keys and values).
+            Defaults to `None`.
+        shrink_batch: bool, drop finished rows from the batch (of static size,
+            8 or more): once at most half of the rows are unfinished, those
+            (with their cache and `context` rows, one per row) go on as a batch
+            of half the size, down to 4 rows; `choose_fn` must treat each row
+            on its own and `step_fn` keep no per-row tensors outside `cache`
+            and `context`. The results are those of the full batch. Defaults
+            to `False`.
 
     Returns:
         `(sequences, log_probs, num_columns)`: the filled `(rows, length)` ids,
@@ -69,16 +84,12 @@ def greedy_search(
             return ops.cast(ops.argmax(logits, axis=-1), "int32")
 
     sequences = ops.cast(sequences, "int32")
-    prompt_lengths = ops.cast(prompt_lengths, "int32")
-    limits = ops.cast(limits, "int32")
     rows, length = ops.shape(sequences)[0], ops.shape(sequences)[1]
     pad = ops.cast(pad_id, "int32")
 
-    def cond(index, sequences, cache, done, log_probs):
-        return ops.logical_and(index < length - 1, ops.logical_not(ops.all(done)))
-
-    def body(index, sequences, cache, done, log_probs):
-        logits, cache = step_fn(_column(sequences, index), cache, index)
+    def step(index, state):
+        prompt_lengths, limits, context, sequences, cache, log_probs, done = state
+        logits, cache = step_fn(_column(sequences, index), cache, index, *context)
         logits = ops.cast(logits, "float32")
         next_index = index + 1
         chosen = ops.cast(choose_fn(logits, index), "int32")
@@ -96,12 +107,30 @@ def greedy_search(
         if end_id is not None:
             stops = ops.logical_or(stops, ops.equal(chosen, ops.cast(end_id, "int32")))
         done = ops.logical_or(done, ops.logical_and(generated, stops))
-        return next_index, sequences, cache, done, log_probs
+        return next_index, (prompt_lengths, limits, context, sequences, cache, log_probs, done)
 
-    index = ops.convert_to_tensor(start_index, "int32")
-    done = ops.zeros((rows,), "bool")
-    log_probs = ops.zeros((rows,), "float32")
-    index, sequences, _, _, log_probs = ops.while_loop(
-        cond, body, (index, sequences, cache, done, log_probs)
+    def loop(index, state, fewest):
+        def cond(index, state):
+            unfinished = ops.sum(ops.cast(ops.logical_not(state[-1]), "int32"))
+            return ops.logical_and(index < length - 1, unfinished > fewest)
+
+        return ops.while_loop(cond, step, (index, state))
+
+    state = (
+        ops.cast(prompt_lengths, "int32"),
+        ops.cast(limits, "int32"),
+        () if context is None else (context,),  # what `step_fn` takes after its 3 arguments
+        sequences,
+        cache,
+        ops.zeros((rows,), "float32"),
+        ops.zeros((rows,), "bool"),
+    )
+    index, (sequences, log_probs) = shrinking_loop(
+        loop,
+        ops.convert_to_tensor(start_index, "int32"),
+        state,
+        (1,) * len(state),
+        lambda state: (state[3], state[5]),
+        batch_sizes(rows) if shrink_batch else [rows],
     )
     return sequences, log_probs, index + 1

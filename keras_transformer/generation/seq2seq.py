@@ -1,6 +1,5 @@
 """`Seq2SeqTransformer.generate`: encode once, then search over the cached decoder."""
 
-import keras
 import numpy as np
 from keras import ops
 
@@ -39,20 +38,22 @@ def make_search_fn(options):
         cache_length = ops.shape(sequences)[1] - 1  # the last column is never fed
         self_cache, cross_cache = model.initial_cache(encoder_outputs, cache_length)
         if copies > 1:
-            # Tiled once here; beam reordering then only gathers the self-attention cache.
-            self_cache, cross_cache, encoder_padding_mask = keras.tree.map_structure(
-                lambda t: ops.repeat(t, copies, axis=0),
-                (self_cache, cross_cache, encoder_padding_mask),
-            )
+            self_cache = tuple(ops.repeat(t, copies, axis=0) for t in self_cache)
 
-        def step_fn(token_ids, cache, index):
+        # The cross-attention keys and values stay one row per source: the copies of a
+        # source (its beams or samples) attend to that row together.
+        def step_fn(token_ids, cache, index, context):
+            cross_cache, encoder_padding_mask = context
             logits, cache = model.decode_step(
                 token_ids, cache, cross_cache, index, encoder_padding_mask
             )
             return logits[:, -1], cache
 
+        context = (cross_cache, encoder_padding_mask)
         prompt_lengths = ops.ones_like(limits)
-        return run_search(options, runtime, step_fn, self_cache, sequences, prompt_lengths, limits)
+        return run_search(
+            options, runtime, step_fn, self_cache, sequences, prompt_lengths, limits, 0, context
+        )
 
     return generate_fn
 

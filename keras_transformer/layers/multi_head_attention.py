@@ -444,6 +444,19 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 k = apply_rotary_embedding(k, start, self.max_wavelength)
         if precomputed:
             k, v = cache[:, 0], cache[:, 1]
+        # Rows that share a precomputed cache row (the beams of one source, the cache kept
+        # once per source) attend as that row's queries: the cache is read once for all.
+        grouped = (
+            precomputed
+            and q.shape[1] == 1
+            and attention_mask is None
+            and query_mask is None
+            and not return_attention_scores
+            and self.relative_position != "alibi"
+            and self.sliding_window is None
+        )
+        if grouped:
+            q = ops.reshape(q, (ops.shape(k)[0], -1, *q.shape[2:]))
         if decoding:
             # One write of the new steps into the cache, which XLA does in place in a
             # decoding loop (slicing keys and values out and stacking them again copied
@@ -472,7 +485,10 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             flash_attention=flash_attention,
             fused=self._value_dim == self._key_dim and (flash_attention or self._fused_pays),
             return_attention_scores=return_attention_scores,
+            elementwise=grouped or None,
         )
+        if grouped:
+            attended = ops.reshape(attended, (-1, 1, *attended.shape[2:]))
         if return_attention_scores:
             attended, scores = attended
         if self.gate_dense is not None:

@@ -214,6 +214,7 @@ def attend(
     flash_attention,
     fused,
     return_attention_scores,
+    elementwise=None,
 ):
     """The attention itself, for callers that checked their arguments.
 
@@ -232,6 +233,9 @@ def attend(
         fused: bool, whether `keras.ops.dot_product_attention` may run (it does
             unless dropout, scores or a bias need the explicit path).
         return_attention_scores: bool.
+        elementwise: bool, multiply and sum each query against the keys and
+            values, for a few queries on a long cache; `None` does so for a
+            single query. Defaults to `None`.
 
     Returns:
         The attended values, or `(values, scores)`.
@@ -260,11 +264,12 @@ def attend(
     # into a heads-major layout, at every step.
     # The products are summed in float32 and rounded to the inputs' dtype where the matmul
     # rounds its result, so that a cached step matches the full pass under mixed precision.
-    one_query = query.shape[1] == 1
-    if one_query:
-        logits = ops.sum(ops.cast(query, "float32") * ops.cast(key, "float32"), axis=-1)
-        logits = ops.cast(ops.cast(logits, query.dtype), "float32")
-        logits = ops.transpose(logits, (0, 2, 1))[:, :, None, :] * scale
+    if elementwise is None:
+        elementwise = query.shape[1] == 1
+    if elementwise:
+        products = ops.cast(query, "float32")[:, :, None] * ops.cast(key, "float32")[:, None]
+        logits = ops.cast(ops.cast(ops.sum(products, axis=-1), query.dtype), "float32")
+        logits = ops.transpose(logits, (0, 3, 1, 2)) * scale  # (B, T, S, N) to (B, N, T, S)
     else:
         logits = ops.einsum("btnh,bsnh->bnts", query, key)
         logits = ops.cast(logits, "float32") * scale
@@ -282,10 +287,10 @@ def attend(
     scores = probs
     if dropout:
         probs = dropout_op(probs, dropout, seed=seed)
-    if one_query:
+    if elementwise:
         weights = ops.cast(ops.cast(probs, value.dtype), "float32")
-        weights = ops.transpose(weights[:, :, 0, :], (0, 2, 1))[..., None]
-        outputs = ops.sum(weights * ops.cast(value, "float32"), axis=1, keepdims=True)
+        weights = ops.transpose(weights, (0, 2, 3, 1))[..., None]  # (B, T, S, N, 1)
+        outputs = ops.sum(weights * ops.cast(value, "float32")[:, None], axis=2)
         outputs = ops.cast(outputs, value.dtype)
     else:
         outputs = ops.einsum("bnts,bsnh->btnh", ops.cast(probs, value.dtype), value)

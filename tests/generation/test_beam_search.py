@@ -200,3 +200,70 @@ def test_gnmt_length_penalty():
         rtol=1e-6,
     )
     assert float(ops.convert_to_numpy(gnmt_length_penalty(13, 0.0))) == 1.0
+
+
+@pytest.mark.parametrize("beams", [3, None])
+def test_shrinking_batch_changes_no_result(beams):
+    # Prompts of different lengths make the inputs finish at different steps, so the
+    # batch halves (16, 8, then 4 inputs) while some still run. Every input's
+    # hypotheses, scores and the columns reached must equal the full batch's; a
+    # per-input `context` (a bias on each input's logits) must follow its input.
+    # `beams=None`: greedy search.
+    rng = np.random.default_rng(0)
+    batch, length, vocabulary = 16, 14, LIKELY_END.vocabulary_size
+    copies = beams or 1
+    prompt_lengths = rng.integers(1, 10, batch).astype("int32")
+    sequences = np.full((batch, length), PAD, "int32")
+    for row, prompt_length in enumerate(prompt_lengths):
+        sequences[row, :prompt_length] = rng.integers(3, vocabulary, prompt_length)
+    sequences[:, 0] = START
+    context = rng.normal(size=(batch,)).astype("float32")
+    rows_fed = set()
+
+    def step_fn(token_ids, cache, index, context):
+        rows_fed.add(token_ids.shape[0])
+        logits, cache = LIKELY_END.step_fn(token_ids, cache, index)
+        bias = ops.repeat(context, copies, axis=0)[:, None] * ops.sin(
+            ops.arange(vocabulary, dtype="float32")
+        )
+        return logits + bias, cache
+
+    results = {}
+    for shrink in (False, True):
+        arguments = (
+            step_fn,
+            np.zeros((batch * copies,), "float32"),
+            sequences,
+            prompt_lengths,
+            np.full((batch,), length, "int32"),
+        )
+        options = dict(end_id=END, context=context, shrink_batch=shrink)
+        if beams:
+            outputs = beam_search(*arguments, beam_size=beams, num_return_sequences=2, **options)
+        else:
+            outputs = greedy_search(*arguments, **options)
+        results[shrink] = [ops.convert_to_numpy(t) for t in outputs]
+    assert rows_fed == {16 * copies, 8 * copies, 4 * copies}
+    for full, shrunk in zip(results[False], results[True]):
+        np.testing.assert_array_equal(shrunk, full)
+    assert len({int(prompt) for prompt in prompt_lengths}) > 4  # inputs finish apart
+
+
+def test_blockwise_top_k_equals_top_k():
+    # Wide rows (beams x vocabulary) take their top-k through block maxima: the same
+    # values and indices as `ops.top_k`, ties (rounded values, `-inf` rows) included.
+    from keras_transformer.generation.beam_search import _top_k
+
+    rng = np.random.default_rng(0)
+    values = np.round(rng.normal(size=(6, 4 * 3001)), 1).astype("float32")
+    values[1] = -np.inf
+    values[2, :-5] = -np.inf  # five finite values, at the end of the last (padded) block
+    values[3, 7] = np.inf
+    expected_values, expected_indices = ops.top_k(values, 8)
+    top_values, indices = _top_k(ops.convert_to_tensor(values), 8)
+    top_values, indices = ops.convert_to_numpy(top_values), ops.convert_to_numpy(indices)
+    np.testing.assert_array_equal(top_values, expected_values)
+    np.testing.assert_array_equal(np.take_along_axis(values, indices, axis=1), top_values)
+    assert all(len(set(row)) == 8 for row in indices.tolist())
+    if keras.backend.backend() != "torch":  # torch orders equal values arbitrarily
+        np.testing.assert_array_equal(indices, expected_indices)

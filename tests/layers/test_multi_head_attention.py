@@ -128,6 +128,21 @@ def test_precomputed_cache_equals_direct_cross_attention(rng):
     np.testing.assert_allclose(direct, cached, rtol=1e-5, atol=1e-6)
 
 
+def test_rows_sharing_a_precomputed_cache_row(rng):
+    # One query row per step for 3 copies of each of B sources (beams), against a cache
+    # of one row per source: as the cache tiled per copy, with each source's key mask.
+    layer = MultiHeadAttention(num_heads=2)
+    memory = rng.standard_normal((B, S, D)).astype("float32")
+    key_mask = np.arange(S)[None, :] < np.array([[S], [3]])
+    q = rng.standard_normal((B * 3, 1, D)).astype("float32")
+    cache = layer.compute_cache(memory)
+    shared = layer(q, None, cache=cache, key_mask=key_mask)
+    tiled = layer(q, None, cache=ops.repeat(cache, 3, axis=0), key_mask=np.repeat(key_mask, 3, 0))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(shared), ops.convert_to_numpy(tiled), rtol=1e-6, atol=1e-6
+    )
+
+
 def test_flash_attention_is_stored_in_config():
     layer = MultiHeadAttention(num_heads=2, flash_attention=False)
     assert layer.get_config()["flash_attention"] is False
