@@ -4,7 +4,8 @@ The folder is one that `train --marian` (or `--init-from`) wrote with `save_hugg
 (`<output-dir>/huggingface`), or any MarianMT checkpoint folder. CTranslate2's converter
 reads it; the sentences are split into pieces by the folder's tokenizer, translated by
 CTranslate2 and scored with sacreBLEU (13a), next to our own translations of the same
-sentences with the same search when `--compare` is given.
+sentences with the same search when `--compare` is given. With `--compute-type int8`
+both run with 8-bit weights: CTranslate2's `int8` and ours after `model.quantize("int8")`.
 
 Runs:
     pip install ctranslate2 transformers
@@ -35,6 +36,12 @@ def parse_args(argv):
     parser.add_argument(
         "--compare", action="store_true", help="also translate with our model (same search)"
     )
+    parser.add_argument(
+        "--compute-type",
+        choices=("float32", "int8"),
+        default="float32",
+        help="the weights' precision on both sides (int8: ours after model.quantize('int8'))",
+    )
     add_debug_flags(parser)
     args = parser.parse_args(argv)
     for name in ("beam_size", "max_length", "threads"):
@@ -63,7 +70,11 @@ def run(args, argv):
     with tempfile.TemporaryDirectory() as converted:
         TransformersConverter(args.model).convert(converted, force=True)
         translator = ctranslate2.Translator(
-            converted, device="cpu", inter_threads=1, intra_threads=args.threads
+            converted,
+            device="cpu",
+            compute_type=args.compute_type,
+            inter_threads=1,
+            intra_threads=args.threads,
         )
         ids = [row + [tokenizer.end_id] for row in tokenizer.tokenize(sources).to_list()]
         pieces = [[p.decode("utf-8") for p in tokenizer.id_to_piece(row).numpy()] for row in ids]
@@ -84,12 +95,14 @@ def run(args, argv):
     score = sacrebleu.corpus_bleu(hypotheses, [references]).score
     print(
         f"CTranslate2 {ctranslate2.__version__}: sacreBLEU {score:.2f} on {args.split} "
-        f"({len(pairs)} sentences, beam {args.beam_size}, {seconds:.1f} s)"
+        f"({len(pairs)} sentences, beam {args.beam_size}, {args.compute_type}, {seconds:.1f} s)"
     )
     scores = {"ctranslate2": round(score, 2)}
     if args.compare:
         from examples.translation.translator import translate
 
+        if args.compute_type == "int8":
+            bundle.model.quantize("int8")
         started = time.time()
         ours = translate(
             bundle.model, tokenizer, sources, beam_size=args.beam_size, length_penalty=0.0

@@ -67,7 +67,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     (no extra mask needed), and the layer returns `(outputs, new_cache)`. With a
     `cache` and no `cache_update_index` the cache is used as precomputed keys and
     values (cross-attention to a fixed encoder output, see `compute_cache`); it
-    is read, not returned.
+    is read, not returned. Its batch may divide the query's: with one query per
+    row and no `attention_mask`, `query_mask` or returned scores, `k` adjacent
+    rows (the beams of one source) share each cache row and its `key_mask` row.
 
     Args:
         num_heads: int, number of attention heads.
