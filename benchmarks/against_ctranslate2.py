@@ -4,7 +4,8 @@ A MarianMT folder (one that `save_huggingface` wrote, e.g. `examples.translation
 --marian`'s `<run>/huggingface`) is read twice: by `load_huggingface` (ours) and by
 CTranslate2's converter (the same weights in its format). Four decoders translate the same
 source sentences (the first ``--sentences`` of Multi30k's test_2016_flickr, split by the
-folder's tokenizer):
+folder's tokenizer, outside the timed passes on both sides; ours batched in order of length,
+as CTranslate2 batches them):
 
 * ``ours f32``: `Seq2SeqTransformer.generate` (compiled: XLA on TensorFlow);
 * ``ours int8``: the same after `model.quantize("int8")`;
@@ -86,20 +87,27 @@ def main(argv=None):
         for precision, compute in (("f32", "float32"), ("int8", "int8"))
     }
 
+    # Both sides get the sentences split into pieces beforehand: CTranslate2 as pieces,
+    # ours as padded id matrices (every batch with `batch` rows, the last one filled up:
+    # one compiled program). CTranslate2 sorts its inputs by length before it splits them
+    # into batches of `max_batch_size`; ours are batched in the same order.
+    by_length = [sentences[i] for i in sorted(range(len(ids)), key=lambda i: len(ids[i]))]
+    batches = {
+        batch: [
+            (source_ids(tokenizer, by_length[start : start + batch], rows=batch), rows)
+            for start in range(0, len(by_length), batch)
+            for rows in [len(by_length[start : start + batch])]
+        ]
+        for batch in args.batch
+    }
+
     def ours_pass(model, batch, beam):
         tokens = 0
-        for start in range(0, len(sentences), batch):
-            rows = sentences[start : start + batch]
-            method = "greedy" if beam == 1 else "beam"
-            extra = {} if beam == 1 else {"beam_size": beam, "length_penalty": 0.0}
-            # Every batch has `batch` rows (the last one filled up): one compiled program.
-            output = model.generate(
-                source_ids(tokenizer, rows, rows=batch),
-                max_length=args.max_length,
-                method=method,
-                **extra,
-            )[: len(rows)]
-            for row in output.tolist():
+        method = "greedy" if beam == 1 else "beam"
+        extra = {} if beam == 1 else {"beam_size": beam, "length_penalty": 0.0}
+        for source, rows in batches[batch]:
+            output = model.generate(source, max_length=args.max_length, method=method, **extra)
+            for row in output[:rows].tolist():
                 tokens += row.index(tokenizer.end_id) + 1 if tokenizer.end_id in row else len(row)
         return tokens
 
