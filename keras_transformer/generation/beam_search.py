@@ -1,5 +1,6 @@
 """Beam search with alive and finished hypotheses and the GNMT length penalty."""
 
+import keras
 from keras import ops
 
 from keras_transformer.generation.length_penalty import gnmt_length_penalty
@@ -59,7 +60,8 @@ def beam_search(
     Args:
         step_fn: callable `(token_ids (batch * beams, 1), cache, index) ->
             (logits (batch * beams, vocabulary) float32, cache)`, called with
-            `context` as a fourth argument when that is given.
+            `context` as a fourth argument when that is given. The first step
+            feeds one row per input (`batch` rows: its beams are all equal then).
         cache: nest of tensors with leading axis `batch * beam_size`, row
             `b * beam_size + j` for beam `j` of input `b` (all beams of an
             input equal at the start).
@@ -90,6 +92,7 @@ def beam_search(
 
     Example:
 
+    >>> import keras
     >>> from keras_transformer.generation import beam_search
     >>> # Next-token probabilities depend only on the current token (row).
     >>> table = keras.ops.log(keras.ops.convert_to_tensor(
@@ -112,13 +115,23 @@ def beam_search(
     alpha = ops.cast(length_penalty, "float32")
     end_id = ops.cast(end_id, "int32")
 
-    def step(index, state):
+    def step(index, state, first=False):
         prompt_lengths, limits, context, alive, alive_log_probs, cache, finished, scores, done = (
             state
         )
         rows = ops.shape(alive)[0]
-        tokens = ops.reshape(ops.slice(alive, [0, 0, index], [rows, beams, 1]), (rows * beams, 1))
-        logits, cache = step_fn(tokens, cache, index, *context)
+        if first:
+            # The beams of an input are all equal at the start: the first step runs
+            # the decoder on one of them and copies its logits and cache rows.
+            tokens = ops.reshape(ops.slice(alive, [0, 0, index], [rows, 1, 1]), (rows, 1))
+            first_beams = ops.arange(rows, dtype="int32") * beams
+            logits, cache = step_fn(tokens, take_rows(cache, first_beams), index, *context)
+            logits, cache = keras.tree.map_structure(
+                lambda t: ops.repeat(t, beams, axis=0), (logits, cache)
+            )
+        else:
+            tokens = ops.slice(alive, [0, 0, index], [rows, beams, 1])
+            logits, cache = step_fn(ops.reshape(tokens, (rows * beams, 1)), cache, index, *context)
         vocabulary_size = logits.shape[-1]
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         log_probs = ops.reshape(log_probs, (rows, beams, vocabulary_size))
@@ -152,8 +165,9 @@ def beam_search(
         picked = ops.cast(picked, "int32")
         alive = _gather_beams(candidates, picked)
         parents = ops.take_along_axis(parents, picked, axis=1)
-        parents = ops.arange(rows, dtype="int32")[:, None] * beams + parents
-        cache = take_rows(cache, ops.reshape(parents, (-1,)))
+        if not first:  # after the first step every beam's cache rows are the same
+            parents = ops.arange(rows, dtype="int32")[:, None] * beams + parents
+            cache = take_rows(cache, ops.reshape(parents, (-1,)))
 
         pool_scores = ops.concatenate([scores, new_finished_scores], axis=1)
         pool = ops.concatenate([finished, candidates], axis=1)
@@ -192,9 +206,12 @@ def beam_search(
         ops.full((batch_size, beams), _NEG_INF, dtype="float32"),
         ops.zeros((batch_size,), "bool"),
     )
+    index = ops.convert_to_tensor(start_index, "int32")
+    if beams > 1 and isinstance(length, int) and start_index < length - 1:
+        index, state = step(index, state, first=True)
     index, (finished, scores) = shrinking_loop(
         loop,
-        ops.convert_to_tensor(start_index, "int32"),
+        index,
         state,
         (1, 1, 1, 1, 1, beams, 1, 1, 1),
         lambda state: (state[6][:, :num_return_sequences], state[7][:, :num_return_sequences]),
