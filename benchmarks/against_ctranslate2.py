@@ -21,16 +21,26 @@ two may return hypotheses of different lengths, so tokens/s would compare differ
 ours' sentences/s over CTranslate2's at the same precision (> 1: ours is faster), the median
 of the rounds' ratios.
 
+With ``--base-shape``, the folder gives only its tokenizer and vocabulary size: the weights
+are random ones of the paper's base shape (6 + 6 layers, d 512, 8 heads, d_ff 2048), made by
+transformers' `MarianMTModel` (seed 0) in a temporary folder. Random weights seldom pick the
+end token, so hypotheses run to ``--max-length``: the cost of decoding at full width, not of
+translating well.
+
 (The file is not named `ctranslate2.py`: run as a script, that name would hide the
 `ctranslate2` package.)
 
 Run from the repository root::
 
     python benchmarks/against_ctranslate2.py --model runs/marian-finetuned/huggingface
+    python benchmarks/against_ctranslate2.py --model runs/marian-finetuned/huggingface \
+        --base-shape --sentences 64 --max-length 32
 """
 
 import argparse
+import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,10 +63,46 @@ def parse_args(argv=None):
     parser.add_argument("--max-length", type=int, default=64, help="most generated tokens")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--label", default="", help="what the model is, for the report")
+    parser.add_argument(
+        "--base-shape",
+        action="store_true",
+        help="random weights of the paper's base shape, with --model's tokenizer",
+    )
     parser.add_argument("--no-record", action="store_true", help="print, do not append")
     args = parser.parse_args(argv)
     args.batch = [int(size) for size in args.batch.split(",")]
     return args
+
+
+BASE_SHAPE = {
+    "d_model": 512,
+    "encoder_layers": 6,
+    "decoder_layers": 6,
+    "encoder_attention_heads": 8,
+    "decoder_attention_heads": 8,
+    "encoder_ffn_dim": 2048,
+    "decoder_ffn_dim": 2048,
+}
+
+
+def base_shape_folder(folder):
+    """A copy of the MarianMT `folder` with random weights of the paper's base shape."""
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+
+    with open(os.path.join(folder, "config.json")) as file:
+        config = json.load(file)
+    for key in ("architectures", "model_type", "dtype", "torch_dtype", "transformers_version"):
+        config.pop(key, None)
+    config.update(BASE_SHAPE)
+    torch.manual_seed(0)
+    model = MarianMTModel(MarianConfig(**config)).eval()
+    copy = tempfile.mkdtemp()
+    model.save_pretrained(copy, safe_serialization=True)
+    for name in os.listdir(folder):
+        if name not in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(folder, name), copy)
+    return copy
 
 
 def main(argv=None):
@@ -71,15 +117,20 @@ def main(argv=None):
 
     warnings.simplefilter("ignore")
     started, load_at_start = time.time(), load_average()
-    bundle = load_huggingface(args.model)
+    model_name = args.label or args.model
+    folder = args.model
+    if args.base_shape:
+        folder = base_shape_folder(args.model)
+        model_name += ", random weights of the base shape (6 + 6 layers, d 512, d_ff 2048)"
+    bundle = load_huggingface(folder)
     tokenizer = bundle.tokenizer
-    ours = {"f32": bundle.model, "int8": load_huggingface(args.model).model}
+    ours = {"f32": bundle.model, "int8": load_huggingface(folder).model}
     ours["int8"].quantize("int8")
     sentences = [s for s, _ in load_multi30k("test_2016_flickr")][: args.sentences]
     ids = [row + [tokenizer.end_id] for row in tokenizer.tokenize(sentences).to_list()]
     pieces = [[p.decode("utf-8") for p in tokenizer.id_to_piece(row).numpy()] for row in ids]
     converted = tempfile.mkdtemp()
-    TransformersConverter(args.model).convert(converted, force=True)
+    TransformersConverter(folder).convert(converted, force=True)
     translators = {
         precision: ctranslate2.Translator(
             converted, device="cpu", compute_type=compute, intra_threads=args.threads
@@ -174,7 +225,7 @@ def main(argv=None):
     print(table)
     if not args.no_record:
         measured = (
-            f"Model: {args.label or args.model}; {len(sentences)} test_2016_flickr sentences, "
+            f"Model: {model_name}; {len(sentences)} test_2016_flickr sentences, "
             f"at most {args.max_length} new tokens, no length penalty, {args.rounds} rounds "
             f"(median), CTranslate2 on {args.threads} threads"
         )
