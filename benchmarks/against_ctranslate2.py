@@ -70,6 +70,8 @@ def parse_args(argv=None):
     )
     parser.add_argument("--no-record", action="store_true", help="print, do not append")
     args = parser.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.model, "config.json")):
+        parser.error(f"--model {args.model!r} is not a MarianMT folder (no config.json in it)")
     args.batch = [int(size) for size in args.batch.split(",")]
     return args
 
@@ -85,8 +87,8 @@ BASE_SHAPE = {
 }
 
 
-def base_shape_folder(folder):
-    """A copy of the MarianMT `folder` with random weights of the paper's base shape."""
+def base_shape_folder(folder, copy):
+    """Writes to `copy` the MarianMT `folder` with random weights of the paper's base shape."""
     import torch
     from transformers import MarianConfig, MarianMTModel
 
@@ -97,16 +99,20 @@ def base_shape_folder(folder):
     config.update(BASE_SHAPE)
     torch.manual_seed(0)
     model = MarianMTModel(MarianConfig(**config)).eval()
-    copy = tempfile.mkdtemp()
     model.save_pretrained(copy, safe_serialization=True)
     for name in os.listdir(folder):
         if name not in ("config.json", "model.safetensors"):
             shutil.copy(os.path.join(folder, name), copy)
-    return copy
 
 
 def main(argv=None):
     args = parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        return measure(args, scratch)
+
+
+def measure(args, scratch):
+    """Runs the benchmark; `scratch` is a folder for the converted and generated models."""
     sys.path.insert(0, REPOSITORY)
     import ctranslate2
     from ctranslate2.converters import TransformersConverter
@@ -120,7 +126,8 @@ def main(argv=None):
     model_name = args.label or args.model
     folder = args.model
     if args.base_shape:
-        folder = base_shape_folder(args.model)
+        folder = os.path.join(scratch, "base_shape")
+        base_shape_folder(args.model, folder)
         model_name += ", random weights of the base shape (6 + 6 layers, d 512, d_ff 2048)"
     bundle = load_huggingface(folder)
     tokenizer = bundle.tokenizer
@@ -129,7 +136,7 @@ def main(argv=None):
     sentences = [s for s, _ in load_multi30k("test_2016_flickr")][: args.sentences]
     ids = [row + [tokenizer.end_id] for row in tokenizer.tokenize(sentences).to_list()]
     pieces = [[p.decode("utf-8") for p in tokenizer.id_to_piece(row).numpy()] for row in ids]
-    converted = tempfile.mkdtemp()
+    converted = os.path.join(scratch, "ctranslate2")
     TransformersConverter(folder).convert(converted, force=True)
     translators = {
         precision: ctranslate2.Translator(
