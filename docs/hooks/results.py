@@ -36,9 +36,7 @@ def results_files(config):
             if picture.suffix in _PICTURES and "runs" not in picture.relative_to(folder).parts:
                 relative = picture.relative_to(folder).as_posix()
                 files.append(
-                    File.generated(
-                        config, f"results/{name}/{relative}", abs_src_path=str(picture)
-                    )
+                    File.generated(config, f"results/{name}/{relative}", abs_src_path=str(picture))
                 )
     return files
 

@@ -5,6 +5,7 @@ import importlib
 import importlib.util
 import inspect
 import pathlib
+import re
 import sys
 
 _SECTIONS = (
@@ -16,6 +17,23 @@ _SPEC.loader.exec_module(keras_sections)
 
 # The subpackages whose `__all__` is the public API the site and the docstrings cover.
 SUBPACKAGES = keras_sections.PUBLIC_PACKAGES
+
+# Words of the repository's upkeep, which the pages for users (and the docstrings the API
+# pages show) leave out: tests/docs/test_user_pages.py reads the sources, test_site.py the
+# built API pages.
+MAINTAINER_WORDS = {
+    "a figure's script": re.compile(r"docs/figures/"),
+    "a private Keras path": re.compile(r"\bkeras\.src\b"),
+    "a crash story": re.compile(r"segmentation fault|\bsegfault", re.IGNORECASE),
+    "the site's build settings": re.compile(r"\b(?:SITE|REPO)_URL\b"),
+    "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b"),
+    "the documentation's build": re.compile(
+        r"\b(?:the|this) documentation(?:'s)? build|\bbuild(?:s|ing)? (?:this|the) site\b",
+        re.IGNORECASE,
+    ),
+    "the repository's tests": re.compile(r"(?<![\w./-])tests/"),
+    "a RESULTS file as text, not a link": re.compile(r"(?<![(/\w])\S*RESULTS\.md"),
+}
 
 
 def public_objects():

@@ -20,7 +20,7 @@ import threading
 
 import pytest
 
-from tests.docs.docs_helpers import SUBPACKAGES, public_objects
+from tests.docs.docs_helpers import MAINTAINER_WORDS, SUBPACKAGES, public_objects
 from tests.fresh_python import run_python
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -204,6 +204,73 @@ def test_every_image_a_page_shows_is_in_the_site(site):
             shown += 1
     assert (site / "assets" / "figures" / "position_table.png").is_file()
     assert shown >= 2, shown
+
+
+# Pages for the project's developers, and the Results pages, which record measurements
+# command by command: the rest are what a user reads.
+NOT_FOR_USERS = ("api/source/", "results/", "architecture/", "reliability/", "guides/testing/")
+NOT_FOR_USERS += ("guides/benchmarks/", "changelog/", "404")
+CODE = re.compile(r"<pre[^>]*>(.*?)</pre>", re.DOTALL)
+SIGNATURE = re.compile(r'<div class="doc-signature[^"]*">(.*?)</div>', re.DOTALL)
+WIDTH = 100
+
+
+def user_pages(site):
+    """`(site path, html)` of the pages a user reads."""
+    for page in sorted(site.rglob("*.html")):
+        path = page.relative_to(site).as_posix()
+        if not path.startswith(NOT_FOR_USERS) and not path.startswith(("assets/", "search/")):
+            yield path, page.read_text(encoding="utf-8")
+
+
+def wide_lines(fragment):
+    return [line for line in page_text(fragment).splitlines() if len(line) > WIDTH]
+
+
+def test_code_on_the_user_pages_fits_the_width_of_the_page(site):
+    wide = [
+        f"{path}: {len(line)} characters: {line[:80]}..."
+        for path, text in user_pages(site)
+        for block in CODE.findall(text)
+        for line in wide_lines(block)
+    ]
+    assert not wide, "\n".join(wide)
+
+
+def test_api_signatures_are_formatted_one_argument_a_line(site):
+    signatures, wide = 0, []
+    for path, text in user_pages(site):
+        for signature in SIGNATURE.findall(text):
+            signatures += 1
+            wide += [f"{path}: {line[:80]}..." for line in wide_lines(signature)]
+    assert signatures > 100, signatures
+    assert not wide, "\n".join(wide)
+
+
+def test_every_page_of_the_navigation_links_the_previous_and_next(site):
+    pages = [path for path, _ in user_pages(site)]
+    assert len(pages) > 60
+    for path, text in user_pages(site):
+        links = re.findall(r'class="md-footer__link md-footer__link--(prev|next)"', text)
+        expected = {"prev", "next"} - ({"prev"} if path == "index.html" else set())
+        assert set(links) >= expected, path
+
+
+def test_the_api_pages_keep_the_repositorys_upkeep_out(site):
+    found = []
+    for path, text in user_pages(site):
+        if path.startswith("api/"):
+            article = re.search(r"<article[^>]*>(.*)</article>", text, re.DOTALL).group(1)
+            words = page_text(article)
+            for what, pattern in MAINTAINER_WORDS.items():
+                found += [f"{path}: {what}: {m.group()}" for m in pattern.finditer(words)]
+    assert not found, "\n".join(found)
+
+
+def test_the_results_pages_are_in_the_site(site):
+    for name in ["translation", "classification", "positions", "benchmarks"]:
+        assert (site / "results" / name / "index.html").is_file(), name
+    assert (site / "results" / "positions" / "extrapolation.png").is_file()
 
 
 def test_the_changelog_page_is_the_changelog(site):

@@ -11,6 +11,8 @@ import re
 
 import pytest
 
+from tests.docs.docs_helpers import MAINTAINER_WORDS
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # The changelog page includes CHANGELOG.md; the benchmarks' RESULTS are linked from the guides.
@@ -34,10 +36,26 @@ FORBIDDEN = {
 }
 
 
-def offences(text):
+# The site's pages for users (not the "About the project" pages for the project's developers,
+# nor the Results pages, which record each measurement with its commit) are also free of
+# the words of the repository's upkeep.
+ABOUT_THE_PROJECT = {
+    "architecture.md",
+    "reliability.md",
+    "guides/testing.md",
+    "guides/benchmarks.md",
+}
+USER_PAGES = sorted(
+    page
+    for page in (ROOT / "docs").rglob("*.md")
+    if str(page.relative_to(ROOT / "docs")) not in ABOUT_THE_PROJECT | {"changelog.md"}
+)
+
+
+def offences(text, forbidden=FORBIDDEN):
     """`(line number, what, line)` for each forbidden phrase in `text`."""
     found = []
-    for what, pattern in FORBIDDEN.items():
+    for what, pattern in forbidden.items():
         for match in pattern.finditer(text):
             number = text.count("\n", 0, match.start()) + 1
             found.append((number, what, text.splitlines()[number - 1].strip()))
@@ -47,6 +65,12 @@ def offences(text):
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_the_page_speaks_to_users(page):
     found = offences(page.read_text(encoding="utf-8"))
+    assert not found, "\n".join(f"line {n}: {what}: {line}" for n, what, line in found)
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_the_page_keeps_the_repositorys_upkeep_out(page):
+    found = offences(page.read_text(encoding="utf-8"), MAINTAINER_WORDS)
     assert not found, "\n".join(f"line {n}: {what}: {line}" for n, what, line in found)
 
 
@@ -90,3 +114,33 @@ def test_the_check_finds_tracker_words(text):
 )
 def test_the_check_leaves_ordinary_words(text):
     assert not offences(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The script docs/figures/position_table.py draws it.",
+        "`keras.src.layers.Dense` is",
+        "TensorFlow ended with a segmentation fault",
+        "set SITE_URL when",
+        "at commit 4acc153, the",
+        "the documentation build runs it",
+        "see tests/saving/test_files.py",
+        "the figures in examples/translation/RESULTS.md",
+    ],
+)
+def test_the_upkeep_check_finds_the_words(text):
+    assert offences(text, MAINTAINER_WORDS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[translation results](../results/translation/index.md)",
+        "pytest tests",
+        "a decade of attention 0.506",
+        "dropout_seed=1234567",
+    ],
+)
+def test_the_upkeep_check_leaves_user_words(text):
+    assert not offences(text, MAINTAINER_WORDS)
