@@ -55,16 +55,19 @@ def _check_divides(name, value, shards, model_axis, total_devices):
 def get_layout_map(device_mesh, config, model_axis="model"):
     """A `keras.distribution.LayoutMap` that shards a model's weights over `model_axis`.
 
-    For `Seq2SeqTransformer`, `TransformerClassifier`, `TransformerLM` and
-    `MaskedLM` (their weights share names): attention projections are split
-    by heads, the feed-forward kernels by columns then rows (Megatron style:
-    one all-reduce per attention and per feed-forward block), and the token
-    embeddings (hence the tied output projection) by vocabulary, or by width
-    when a vocabulary does not divide over the axis; an untied output
-    projection and the masked LM's output bias follow the vocabulary. Layer
-    norms, biases after a row split, learned positions and the small heads
-    (classifier, masked LM transform) are replicated. Every weight is
-    replicated across the other mesh axes (data parallelism).
+    For [`Seq2SeqTransformer`][keras_transformer.models.Seq2SeqTransformer],
+    [`TransformerClassifier`][keras_transformer.models.TransformerClassifier],
+    [`TransformerLM`][keras_transformer.models.TransformerLM] and
+    [`MaskedLM`][keras_transformer.models.MaskedLM] (their weights share names):
+    attention projections are split by heads, the feed-forward kernels by
+    columns then rows (Megatron style: one all-reduce per attention and per
+    feed-forward block), and the token embeddings (hence the tied output
+    projection) by vocabulary, or by width when a vocabulary does not divide
+    over the axis; an untied output projection and the masked LM's output bias
+    follow the vocabulary. Layer norms, biases after a row split, learned
+    positions and the small heads (classifier, masked LM transform) are
+    replicated. Every weight is replicated across the other mesh axes (data
+    parallelism).
 
     With grouped-query attention, key and value kernels are split by heads
     when `num_key_value_heads` divides over the axis and replicated otherwise
@@ -73,8 +76,8 @@ def get_layout_map(device_mesh, config, model_axis="model"):
 
     Create the model (and compile it) under a `keras.distribution.ModelParallel`
     built from this map, so each variable is created sharded; see
-    `keras_transformer.distribution.make_distribution`, which does this from a
-    mesh shape.
+    [`keras_transformer.distribution.make_distribution`][], which does this from
+    a mesh shape.
 
     Args:
         device_mesh: a `keras.distribution.DeviceMesh` with an axis named

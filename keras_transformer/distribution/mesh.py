@@ -59,10 +59,12 @@ def parse_mesh(mesh):
 def format_mesh(mesh):
     """`(4, 2)` → `"4x2"`: a mesh shape in the form `parse_mesh` reads.
 
-    `build` records it in `model.build_info["mesh"]`.
+    [`build`][keras_transformer.models.build] records it in
+    `model.build_info["mesh"]`.
 
     Args:
-        mesh: any form `parse_mesh` accepts.
+        mesh: any form [`parse_mesh`][keras_transformer.distribution.parse_mesh]
+            accepts.
 
     Returns:
         str, `"DATAxMODEL"`.
@@ -125,7 +127,9 @@ def join_hosts():
       `KERAS_DISTRIBUTION_JOB_ADDRESSES` and `KERAS_DISTRIBUTION_PROCESS_ID`;
       see `keras.distribution.initialize`).
     - TensorFlow: a `tf.distribute.MultiWorkerMirroredStrategy` when
-      `TF_CONFIG` is set; `make_distribution` returns it.
+      `TF_CONFIG` is set;
+      [`make_distribution`][keras_transformer.distribution.make_distribution]
+      returns it.
 
     Returns:
         bool, whether this process joined several hosts.
@@ -179,9 +183,10 @@ def make_distribution(mesh, model_config=None, devices=None):
 
     - JAX: `(data, 1)` → `keras.distribution.DataParallel` (weights
       replicated, batches split); `(data, model)` with `model > 1` →
-      `keras.distribution.ModelParallel` with `get_layout_map` (weights split
-      over `model` devices, batches over `data`). Axes are named `"batch"` and
-      `"model"`. Make it the global distribution
+      `keras.distribution.ModelParallel` with
+      [`get_layout_map`][keras_transformer.distribution.get_layout_map] (weights
+      split over `model` devices, batches over `data`). Axes are named `"batch"`
+      and `"model"`. Make it the global distribution
       (`keras.distribution.set_distribution`) before the model is created:
       variables take their layout when created, and `fit` reads it there.
     - TensorFlow: `(data, 1)` → `tf.distribute.MirroredStrategy` over `data`
@@ -189,13 +194,14 @@ def make_distribution(mesh, model_config=None, devices=None):
       `TF_CONFIG` describes several hosts. Create and compile the model under
       its `scope()`.
 
-    `keras_transformer.models.build(..., mesh=...)` does all of this. On
-    several hosts call `join_hosts()` first thing; the devices are then those
-    of every host.
+    [`keras_transformer.models.build(..., mesh=...)`][keras_transformer.models.build] does all of
+    this. On several hosts call
+    [`join_hosts()`][keras_transformer.distribution.join_hosts] first thing; the
+    devices are then those of every host.
 
     Args:
         mesh: the mesh shape, `"DATAxMODEL"`, `"DATA"` or a tuple (see
-            `parse_mesh`).
+            [`parse_mesh`][keras_transformer.distribution.parse_mesh]).
         model_config: dict, the model's keyword arguments, needed when
             `model > 1` (see `get_layout_map`). Defaults to `None`.
         devices: list of devices to use, `data * model` of them. Defaults to

@@ -30,15 +30,16 @@ def beam_search(
     context=None,
     shrink_batch=False,
 ):
-    """Beam search over a static key/value cache, in one `while_loop`.
+    r"""Beam search over a static key/value cache, in one `while_loop`.
 
     Each input keeps `beam_size` alive hypotheses and the `beam_size` best
     finished ones. Every step scores all `beam_size × vocabulary` extensions in
     float32 log-probabilities, takes the best `2 × beam_size`, and splits them:
     extensions that end (the token is `end_id`, or the row reached its last
     column) and rank among the first `beam_size` become finished hypotheses,
-    scored `log_prob / ((5 + length) / 6) ** length_penalty` with `length` the
-    number of generated tokens including the end token; the best
+    scored $\log P / \left((5 + \ell) / 6\right)^\alpha$ with $\alpha$ =
+    `length_penalty` and $\ell$ the number of generated tokens including the end
+    token (see [`gnmt_length_penalty`][keras_transformer.generation.gnmt_length_penalty]); the best
     `beam_size` others stay alive, and the cache rows are reordered after
     their parents by a gather on the batch × beam axis. The first step expands
     from a single live beam per input (the others start at `-inf`), so no two

@@ -132,13 +132,17 @@ def compiled_function(model, key, make_fn, jit_compile=True):
 def trace_count(model):
     """How many times generation functions of `model` were traced, all together.
 
-    `generate` pads lengths to buckets (`bucket_length`) so that calls of
-    nearby lengths reuse one compiled program; this count shows whether they
-    did (a test or a benchmark can check that it stays put). Functions run
+    `generate` pads lengths to buckets
+    ([`bucket_length`][keras_transformer.generation.bucket_length]) so that
+    calls of nearby lengths reuse one compiled program; this count shows whether
+    they did (a test or a benchmark can check that it stays put). Functions run
     eagerly (JAX with `jit_compile=False`, PyTorch) are never traced.
 
     Args:
-        model: a `Seq2SeqTransformer` or `TransformerLM` (any model).
+        model: a
+            [`Seq2SeqTransformer`][keras_transformer.models.Seq2SeqTransformer]
+            or [`TransformerLM`][keras_transformer.models.TransformerLM] (any
+            model).
 
     Returns:
         int, the traces of all of `model`'s generation functions; `0` before

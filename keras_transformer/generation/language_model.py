@@ -68,7 +68,7 @@ def generate_lm(
     static cache, all inside one compiled function.
 
     Args:
-        model: a `TransformerLM`.
+        model: a [`TransformerLM`][keras_transformer.models.TransformerLM].
         prompt: int tensor or array `(batch, prompt_length)`, right-padded with
             `pad_id`; every row needs at least one token.
         max_length: int, the total length (prompt included) of the outputs.
@@ -84,7 +84,9 @@ def generate_lm(
         end_id: int, the token that ends a sequence. Defaults to `None`: rows
             run to `max_length`. Required for `"beam"`.
         seed: int, makes sampling reproducible. Defaults to `None`.
-        jit_compile: bool, see `generate_seq2seq`. Defaults to `True`.
+        jit_compile: bool, see
+            [`generate_seq2seq`][keras_transformer.generation.generate_seq2seq].
+            Defaults to `True`.
         return_scores: bool, also return scores (see `generate_seq2seq`).
             Defaults to `False`.
 

@@ -4,19 +4,21 @@ from keras import ops
 
 
 def gnmt_length_penalty(length, alpha):
-    """The length penalty `((5 + length) / 6) ** alpha` of Wu et al. (2016).
+    r"""The length penalty $\mathit{lp}(Y) = ((5 + \ell) / 6)^\alpha$ of Wu et al. (2016).
 
-    Beam search ranks finished hypotheses by `log_prob / gnmt_length_penalty(length,
-    alpha)`. Log-probabilities only fall as a sequence grows, so an unnormalised
-    search prefers short outputs; `alpha > 0` counteracts that (`0.6` in the
-    Transformer paper), and `alpha = 0` gives a penalty of 1 (plain log-probability).
+    Beam search ranks finished hypotheses $Y$ of length $\ell$ = `length` by
+    $\log P(Y) / \mathit{lp}(Y)$, with $\alpha$ = `alpha`. Log-probabilities only
+    fall as a sequence grows, so an unnormalised search prefers short outputs;
+    $\alpha > 0$ counteracts that (0.6 in the Transformer paper), and $\alpha = 0$ gives a
+    penalty of 1 (plain log-probability).
 
     Args:
         length: int, float or tensor, the number of generated tokens (this
             library counts every generated token, the end token included, and
             not the start token or a prompt).
         alpha: float or scalar tensor, the strength of the normalisation
-            (`generate` uses `0.6`).
+            ([`generate`][keras_transformer.models.Seq2SeqTransformer.generate]
+            uses `0.6`).
 
     Returns:
         The penalty, a float32 tensor of the shape of `length`.

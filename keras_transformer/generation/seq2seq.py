@@ -75,7 +75,7 @@ def generate_seq2seq(
     jit_compile=True,
     return_scores=False,
 ):
-    """Generates target token ids for a batch of sources with a `Seq2SeqTransformer`.
+    r"""Generates target token ids for a batch of sources with a `Seq2SeqTransformer`.
 
     The encoder runs once, the cross-attention keys and values are computed once,
     and the decoder runs one token a step against a static self-attention cache,
@@ -85,7 +85,8 @@ def generate_seq2seq(
     a row's result.
 
     Args:
-        model: a `Seq2SeqTransformer`.
+        model: a
+            [`Seq2SeqTransformer`][keras_transformer.models.Seq2SeqTransformer].
         encoder_token_ids: int tensor or array `(batch, source_length)`, padded
             with the model's `pad_id`.
         max_length: int, the most tokens to generate per sequence (the end token
@@ -93,9 +94,11 @@ def generate_seq2seq(
             source length (non-pad tokens) plus 50.
         method: `"beam"`, `"greedy"`, `"top_k"` or `"top_p"`. Defaults to `"beam"`.
         beam_size: int, beams per input for `"beam"`. Defaults to `4`.
-        length_penalty: float, `alpha` of the GNMT length penalty
-            `((5 + length) / 6) ** alpha` that divides beam scores (`length`
-            counts the generated tokens, end token included). Defaults to `0.6`.
+        length_penalty: float, $\alpha$ of the GNMT length penalty
+            $\left((5 + \ell) / 6\right)^\alpha$ that divides beam scores ($\ell$
+            counts the generated tokens, end token included; see
+            [`gnmt_length_penalty`][keras_transformer.generation.gnmt_length_penalty]).
+            Defaults to `0.6`.
         num_return_sequences: int, outputs per input (best first for beam
             search, independent draws for sampling). Defaults to `1`.
         start_id: int, the token the decoder starts from. Required: the

@@ -5,10 +5,14 @@ import keras
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 def gelu_approximate(x):
-    """GELU with the tanh approximation, BERT's feed-forward activation.
+    r"""GELU with the tanh approximation, BERT's feed-forward activation.
 
-    `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))`, i.e.
-    `keras.activations.gelu(x, approximate=True)`. Keras' string `"gelu"` is
+    $$
+    \operatorname{GELU}(x) \approx \tfrac{1}{2}\, x \left(1 + \tanh\left(\sqrt{2/\pi}
+        \left(x + 0.044715\, x^3\right)\right)\right),
+    $$
+
+    i.e. `keras.activations.gelu(x, approximate=True)`. Keras' string `"gelu"` is
     the exact (erf) form; the two differ by up to about 5e-4, enough to break
     parity with a BERT checkpoint. The function is registered under the
     package `keras_transformer`, so a layer or model built with

@@ -5,7 +5,8 @@ from keras_transformer.ops.dropout import dropout
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Dropout(keras.layers.Dropout):
-    """`keras.layers.Dropout` drawing its mask with `keras_transformer.ops.dropout`.
+    """`keras.layers.Dropout` drawing its mask with
+    [`keras_transformer.ops.dropout`][].
 
     Same arguments, masks and serialisation as Keras's layer; on TensorFlow the
     mask costs about a third of Keras's in bfloat16 (see

@@ -13,7 +13,7 @@ from keras_transformer.validation import check_positive_int, check_rate
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class FeedForward(SublayerQuantization, keras.layers.Layer):
-    """The position-wise feed-forward network, `FFN(x) = max(0, x W1 + b1) W2 + b2`.
+    r"""The position-wise feed-forward network, $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$.
 
     Two dense layers applied to each position separately (section 3.3 of the
     paper), with an optional dropout after the activation (fairseq's

@@ -10,7 +10,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
 
     Same arguments, weights (`gamma`, `beta`) and serialisation as Keras's
     layer. Over the last axis with both `scale` and `center` on TensorFlow it
-    runs `keras_transformer.ops.layer_normalization`, whose written-out
+    runs [`keras_transformer.ops.layer_normalization`][], whose written-out
     gradient takes about a third less time than the automatic one on CPU;
     on other backends, whose compilers fuse the normalisation, and for other
     settings it is Keras's layer. Statistics are computed in float32 either way.

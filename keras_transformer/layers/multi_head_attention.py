@@ -35,27 +35,38 @@ ATTENTION_POSITIONS = (None, "rotary", "alibi")
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
-    """Multi-head attention (Vaswani et al., 2017, section 3.2.2).
+    r"""Multi-head attention (Vaswani et al., 2017, section 3.2.2).
 
-    `MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O` with
-    `head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`. For self-attention (the
+    $$
+    \operatorname{MultiHead}(Q, K, V) = \operatorname{Concat}(\mathrm{head}_1, \ldots,
+        \mathrm{head}_h)\, W^O
+    $$
+
+    with
+
+    $$
+    \mathrm{head}_i = \operatorname{Attention}(Q W_i^Q, K W_i^K, V W_i^V).
+    $$
+
+    For self-attention (the
     same tensor passed as `query` and `value`, no `key`) the query, key and value
     projections run as one fused matrix multiplication. The attention itself is
-    `keras_transformer.ops.scaled_dot_product_attention`, which uses the fused
-    `keras.ops.dot_product_attention` kernel when it can.
+    [`keras_transformer.ops.scaled_dot_product_attention`][], which uses the
+    fused `keras.ops.dot_product_attention` kernel when it can.
 
     With `num_key_value_heads < num_heads` it is grouped-query attention: keys
     and values have fewer heads, each shared by a group of query heads.
     `sliding_window` limits each query to the keys near it (local attention)
     and `use_gate` multiplies each head's output by a sigmoid gate computed
     from the query (gated attention), both as in `keras.layers.MultiHeadAttention`.
-    The layer takes Keras's arguments for that layer by keyword (see the layers
-    guide for the differences that remain).
+    The layer takes Keras's arguments for that layer by keyword; the
+    [differences that remain][differences-from-keraslayersmultiheadattention]
+    are listed in "The layers at a glance".
 
     Relative positions: `relative_position="rotary"` rotates each query and key
     head by its position (Su et al., 2021), so that their scores depend on the
-    offset between them; `relative_position="alibi"` adds `-slope_h * |i - j|` to head `h`'s
-    logits (Press et al., 2022; the symmetric form without a causal mask).
+    offset between them; `relative_position="alibi"` adds $-m_h \left| i - j \right|$ to head $h$'s
+    logits, $m_h$ its slope (Press et al., 2022; the symmetric form without a causal mask).
     Both follow the absolute positions of a cache: the new steps are rotated
     (or biased) at `cache_update_index + i`, and the cache holds rotated keys.
 
@@ -66,10 +77,11 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     each new query attends causally to positions `<= cache_update_index + i`
     (no extra mask needed), and the layer returns `(outputs, new_cache)`. With a
     `cache` and no `cache_update_index` the cache is used as precomputed keys and
-    values (cross-attention to a fixed encoder output, see `compute_cache`); it
-    is read, not returned. Its batch may divide the query's: with one query per
-    row and no `attention_mask`, `query_mask` or returned scores, `k` adjacent
-    rows (the beams of one source) share each cache row and its `key_mask` row.
+    values (cross-attention to a fixed encoder output, see
+    [`compute_cache`][keras_transformer.layers.MultiHeadAttention.compute_cache]); it is read, not
+    returned. Its batch may divide the query's: with one query per row and no
+    `attention_mask`, `query_mask` or returned scores, `k` adjacent rows (the
+    beams of one source) share each cache row and its `key_mask` row.
 
     Args:
         num_heads: int, number of attention heads.
@@ -92,7 +104,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             `use_causal_mask=True` or a cache, the query and the
             `sliding_window - 1` keys before it). Defaults to `None` (all keys).
         use_gate: bool, multiply each head's output by
-            `sigmoid(query W_g + b_g)` before the output projection
+            $\sigma(q W_g + b_g)$, $q$ the query, before the output projection
             (Qiu et al., 2025). Defaults to `False`.
         relative_position: `None`, `"rotary"` or `"alibi"`, the positions the
             attention encodes itself (see above). Configs saved with its

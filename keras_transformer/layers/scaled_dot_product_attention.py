@@ -8,10 +8,10 @@ from keras_transformer.validation import check_rate
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class ScaledDotProductAttention(keras.layers.Layer):
-    """Scaled dot-product attention as a layer, `softmax(Q Kᵀ / √d_k) V`.
+    r"""Scaled dot-product attention as a layer, $\operatorname{softmax}(QK^\top/\sqrt{d_k})\,V$.
 
-    The layer form of `keras_transformer.ops.scaled_dot_product_attention`: no
-    weights, only the attention. Inputs of rank 4 are `(batch, length, heads,
+    The layer form of [`keras_transformer.ops.scaled_dot_product_attention`][]:
+    no weights, only the attention. Inputs of rank 4 are `(batch, length, heads,
     head_dim)`; inputs of rank 3 `(batch, length, features)` are treated as a
     single head.
 

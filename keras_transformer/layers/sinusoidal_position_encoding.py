@@ -30,11 +30,18 @@ def sinusoidal_table(length, width, max_wavelength=10000.0, start_index=0, inter
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class SinusoidalPositionEncoding(keras.layers.Layer):
-    """The fixed sinusoidal position encoding of the paper (section 3.5).
+    r"""The fixed sinusoidal position encoding of the paper (section 3.5).
 
-    Returns the table `PE[pos, 2i] = sin(pos / 10000^(2i/d))`,
-    `PE[pos, 2i+1] = cos(pos / 10000^(2i/d))` for the positions of the input,
-    broadcast to the input's shape, to be added to the embeddings. The table is
+    Returns the table
+
+    $$
+    \mathit{PE}_{(pos, 2i)} = \sin\left(pos / 10000^{2i/d}\right), \qquad
+    \mathit{PE}_{(pos, 2i+1)} = \cos\left(pos / 10000^{2i/d}\right)
+    $$
+
+    for the positions $pos$ of the input ($d$ its width, 10000 the
+    `max_wavelength`), broadcast to the input's shape, to be added to the
+    embeddings. The table is
     computed in float32 and cast to the compute dtype at the end, so it stays
     accurate under `mixed_float16` and `mixed_bfloat16`. It has no weights and
     works for any length.

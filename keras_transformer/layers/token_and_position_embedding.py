@@ -30,8 +30,10 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
     The input layer of the paper's encoder and decoder: "In the embedding
     layers, we multiply those weights by √d_model" (section 3.4), then add the
     positional encoding (section 3.5) and apply dropout (section 5.4). The
-    token matrix can be reused as the output projection (`attend`), which is
-    how the paper ties the pre-softmax linear transformation to the embedding.
+    token matrix can be reused as the output projection
+    ([`attend`][keras_transformer.layers.TokenAndPositionEmbedding.attend]),
+    which is how the paper ties the pre-softmax linear transformation to the
+    embedding.
 
     The default token initializer is `RandomNormal(stddev=embedding_dim**-0.5)`,
     so that the scaled embedding has unit variance like the position table.
@@ -43,8 +45,9 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
             `position="learned"`, ignored otherwise. Defaults to `None`.
         position: `"sinusoidal"` (the paper), `"learned"`, or `"rotary"`,
             `"alibi"` and `None`, for which this layer adds no positions (the
-            first two are computed inside attention, see `MultiHeadAttention`).
-            Defaults to `"sinusoidal"`.
+            first two are computed inside attention, see
+            [`MultiHeadAttention`][keras_transformer.layers.MultiHeadAttention]). Defaults to
+            `"sinusoidal"`.
         scale_embeddings: bool, multiply the token embeddings by
             `sqrt(embedding_dim)`. Defaults to `True`.
         mask_zero: bool, whether token id 0 is padding: the layer then
@@ -57,8 +60,9 @@ class TokenAndPositionEmbedding(SublayerQuantization, keras.layers.Layer):
             Defaults to `1e-6`.
         max_wavelength: float, for the sinusoidal table. Defaults to `10000`.
         interleave_sinusoids: bool, the sinusoidal table's layout (see
-            `SinusoidalPositionEncoding`'s `interleave`): `False` for Marian's
-            sines-then-cosines. Defaults to `True`.
+            [`SinusoidalPositionEncoding`][keras_transformer.layers.SinusoidalPositionEncoding]'s
+            `interleave`): `False` for Marian's sines-then-cosines. Defaults to
+            `True`.
         num_token_types: int, the size of a token-type (segment) table whose
             rows are added to the sum, as BERT adds its sentence A/B
             embeddings; the call then takes `token_type_ids`. Defaults to

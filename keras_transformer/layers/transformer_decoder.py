@@ -45,21 +45,24 @@ class TransformerDecoder(TransformerStackBase):
         num_layers: int, number of blocks (6 in the paper).
         num_heads: int, number of attention heads.
         intermediate_dim: int, inner width of the feed-forward networks.
-        rematerialize: bool, activation checkpointing as in `TransformerEncoder`:
+        rematerialize: bool, activation checkpointing as in
+            [`TransformerEncoder`][keras_transformer.layers.TransformerEncoder]:
             each block's activations are recomputed in the backward pass of
             training calls that use no cache and return no attention scores.
             Defaults to `False`.
         cross_attention: bool, whether the blocks attend to an encoder output.
             Defaults to `True`.
-        **kwargs: every other `TransformerEncoderBlock` argument (including
-            `relative_position`) and the base layer arguments.
+        **kwargs: every other
+            [`TransformerEncoderBlock`][keras_transformer.layers.TransformerEncoderBlock] argument
+            (including `relative_position`) and the base layer arguments.
 
     Call arguments:
-        Those of `TransformerDecoderBlock`, with a tuple of the blocks' caches
-        for each cache. Returns `outputs`; with `return_attention_scores`,
-        `(outputs, scores)`, the scores a list of each block's dicts; with a
-        `self_attention_cache`, the updated tuple of caches last: `(outputs,
-        cache)` or `(outputs, scores, cache)`.
+        Those of
+        [`TransformerDecoderBlock`][keras_transformer.layers.TransformerDecoderBlock], with a tuple
+        of the blocks' caches for each cache. Returns `outputs`; with
+        `return_attention_scores`, `(outputs, scores)`, the scores a list of
+        each block's dicts; with a `self_attention_cache`, the updated tuple of
+        caches last: `(outputs, cache)` or `(outputs, scores, cache)`.
 
     Example:
 

@@ -16,16 +16,18 @@ class TransformerDecoderBlock(TransformerBlockBase):
     For incremental decoding pass `self_attention_cache`
     `(batch, 2, max_length, num_key_value_heads, key_dim)` with
     `cache_update_index`, and optionally `cross_attention_cache` (see
-    `MultiHeadAttention.compute_cache`) so the encoder keys and values are not
-    recomputed each step; the block then returns
-    `(outputs, self_attention_cache)`, the cross-attention cache being read only.
+    [`MultiHeadAttention.compute_cache`][keras_transformer.layers.MultiHeadAttention.compute_cache])
+    so the encoder keys and values are not recomputed each step; the block then
+    returns `(outputs, self_attention_cache)`, the cross-attention cache being
+    read only.
 
     Args:
         num_heads: int, number of attention heads.
         intermediate_dim: int, inner width of the feed-forward network.
         cross_attention: bool, whether the block attends to an encoder output.
             Defaults to `True`.
-        **kwargs: the other arguments of `TransformerEncoderBlock` (the
+        **kwargs: the other arguments of
+            [`TransformerEncoderBlock`][keras_transformer.layers.TransformerEncoderBlock] (the
             dropouts, `activation`, `norm_first`, `layer_norm_epsilon`,
             `key_dim`, `num_key_value_heads`, initializers, `flash_attention`,
             regularizers and constraints; `sliding_window` and

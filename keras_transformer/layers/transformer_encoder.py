@@ -43,8 +43,9 @@ class TransformerEncoder(TransformerStackBase):
         kernel_constraint: Defaults to `None`.
         bias_constraint: Defaults to `None`.
         relative_position: `None`, `"rotary"` or `"alibi"`. Defaults to `None`.
-            Each of these is handed to every block: see `TransformerEncoderBlock`
-            for what it does.
+            Each of these is handed to every block: see
+            [`TransformerEncoderBlock`][keras_transformer.layers.TransformerEncoderBlock] for what
+            it does.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:

@@ -11,7 +11,8 @@ class TransformerEncoderBlock(TransformerBlockBase):
     `norm_first=False` is the paper's post-norm, `LayerNorm(x + Dropout(F(x)))`;
     `norm_first=True` is pre-norm, `x + Dropout(F(LayerNorm(x)))`, which trains
     more stably without warm-up (Xiong et al., 2020); stack pre-norm blocks with
-    `TransformerEncoder`, which adds the final layer norm.
+    [`TransformerEncoder`][keras_transformer.layers.TransformerEncoder], which
+    adds the final layer norm.
 
     Args:
         num_heads: int, number of attention heads.
@@ -33,7 +34,8 @@ class TransformerEncoderBlock(TransformerBlockBase):
         kernel_initializer: initializer for all kernels. Defaults to
             `"glorot_uniform"`.
         bias_initializer: initializer for all biases. Defaults to `"zeros"`.
-        flash_attention: bool or `None`, see `MultiHeadAttention`.
+        flash_attention: bool or `None`, see
+            [`MultiHeadAttention`][keras_transformer.layers.MultiHeadAttention].
             Defaults to `None`.
         sliding_window: int, the self-attention's local window (see
             `MultiHeadAttention`); cross-attention always sees the whole

@@ -20,34 +20,41 @@ _NEVER = -1e9
 class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
     """ELECTRA's replaced-token detection: a generator and a discriminator trained together.
 
-    The discriminator is the encoder of `TransformerClassifier` and `MaskedLM`
-    (the `encoder` of this model, token embeddings plus positions and the
-    encoder stack) with a per-token binary head: a dense layer of width
-    `hidden_dim` with GELU and one logit per token. The generator is a
-    smaller masked language model that shares the discriminator's embedding
-    layer (token embeddings and positions): a dense projection to
-    `generator_hidden_dim`, an encoder stack of that width and `MaskedLM`'s
-    head, whose logits are taken against the shared token embeddings.
+    The discriminator is the encoder of
+    [`TransformerClassifier`][keras_transformer.models.TransformerClassifier]
+    and [`MaskedLM`][keras_transformer.models.MaskedLM] (the `encoder` of this
+    model, token embeddings plus positions and the encoder stack) with a
+    per-token binary head: a dense layer of width `hidden_dim` with GELU and one
+    logit per token. The generator is a smaller masked language model that
+    shares the discriminator's embedding layer (token embeddings and positions):
+    a dense projection to `generator_hidden_dim`, an encoder stack of that width
+    and `MaskedLM`'s head, whose logits are taken against the shared token
+    embeddings.
 
-    Training takes the masked-LM batches of `make_masked_lm_dataset`
+    Training takes the masked-LM batches of
+    [`make_masked_lm_dataset`][keras_transformer.text.make_masked_lm_dataset]
     (`({"token_ids", "mask_positions"}, labels)`). The generator predicts the
     masked tokens; a token is sampled from its softmax at each masked position
     (the `pad_id` token never) and put in place of the original; the
-    discriminator then labels every token of that text as replaced or
-    original. A sampled token equal to the original counts as original. The
-    loss (`compute_loss`) is the generator's masked-LM cross-entropy, averaged
-    over the masked tokens, plus `discriminator_weight` times the
-    discriminator's binary cross-entropy, averaged over the non-padding tokens
-    of the rows that have a masked token. No gradient flows through the
-    sampling. Compile with `loss=None` (what `build("replaced_token_detection",
+    discriminator then labels every token of that text as replaced or original.
+    A sampled token equal to the original counts as original. The loss
+    ([`compute_loss`][keras_transformer.models.ElectraPretrainer.compute_loss])
+    is the generator's masked-LM cross-entropy, averaged over the masked tokens,
+    plus `discriminator_weight` times the discriminator's binary cross-entropy,
+    averaged over the non-padding tokens of the rows that have a masked token.
+    No gradient flows through the sampling. Compile with `loss=None` (what
+    `build("replaced_token_detection",
     ...)` does): the model computes its own loss, and reports
     `generator_loss`, `discriminator_loss` and `discriminator_accuracy`
-    beside it. A compiled metric such as `MaskedAccuracy(pad_id)` scores the
-    generator's predictions.
+    beside it. A compiled metric such as
+    [`MaskedAccuracy(pad_id)`][keras_transformer.training.MaskedAccuracy] scores
+    the generator's predictions.
 
     Calling the model gives the generator's logits, as `MaskedLM` does;
-    `discriminate` gives the discriminator's. After pretraining, the
-    discriminator's encoder fine-tunes:
+    [`discriminate`][keras_transformer.models.ElectraPretrainer.discriminate]
+    gives the discriminator's. After pretraining, the discriminator's encoder
+    fine-tunes with
+    [`from_encoder`][keras_transformer.models.TransformerClassifier.from_encoder]:
     `TransformerClassifier.from_encoder(pretrainer, num_classes)`.
 
     Inputs: int token ids `(batch, length)`, or a dict with `"token_ids"`
@@ -319,8 +326,10 @@ class ElectraPretrainer(MaskedLMHead, EncoderModelBase):
 
         `y_pred` is the generator's logits at the mask positions (the model's
         output); the discriminator runs here, on `x["token_ids"]` with the
-        generator's samples in place (`replace_tokens`). `sample_weight` is not
-        supported: an unused prediction slot has the label `pad_id` instead.
+        generator's samples in place
+        ([`replace_tokens`][keras_transformer.models.ElectraPretrainer.replace_tokens]).
+        `sample_weight` is not supported: an unused prediction slot has the
+        label `pad_id` instead.
 
         Args:
             x: the input dict, with `"token_ids"` and `"mask_positions"`.

@@ -139,7 +139,9 @@ class EncoderModelBase(TransformerModelBase):
         """The arguments that define the encoder's weights (no dropout rates), as a dict.
 
         Two encoder-only models whose `encoder_config()` are equal can exchange
-        encoder weights (`TransformerClassifier.from_encoder`).
+        encoder weights
+        ([`from_encoder`][keras_transformer.models.TransformerClassifier.from_encoder]
+        of `TransformerClassifier`).
 
         Returns:
             A dict from argument names (`vocabulary_size`, `num_layers`,

@@ -340,22 +340,26 @@ def build(
 ):
     """Builds a Transformer for a task at a preset size, compiled with the paper's recipe.
 
-    The model is a `Seq2SeqTransformer` (`"translation"`), a
-    `TransformerClassifier` (`"classification"`), a `TransformerLM`
-    (`"language_modeling"`), a `MaskedLM` (`"masked_lm"`) or an
-    `ElectraPretrainer` (`"replaced_token_detection"`) with the sizes of
-    `preset` (see
-    `keras_transformer.models.presets.PRESETS`), computing in the dtype
-    policy `precision`. With `compile=True` it is compiled with the paper's
-    training recipe: Adam (β1 0.9, β2 0.98, ε 1e-9) on the warmup / inverse
-    square-root schedule (`paper_optimizer`); label-smoothed cross-entropy
-    that ignores `pad_id` and `MaskedAccuracy` for translation and language
-    modelling (for the masked LM too, without smoothing: label `pad_id` marks
-    the positions that were not masked), plain sparse categorical
-    cross-entropy and accuracy for classification; the ELECTRA pretrainer
-    computes its own loss (`loss=None`) and `MaskedAccuracy` scores its
-    generator. Under `"mixed_float16"`
-    the optimizer is wrapped in a `keras.optimizers.LossScaleOptimizer`.
+    The model is a [`Seq2SeqTransformer`][keras_transformer.models.Seq2SeqTransformer]
+    (`"translation"`), a
+    [`TransformerClassifier`][keras_transformer.models.TransformerClassifier]
+    (`"classification"`), a [`TransformerLM`][keras_transformer.models.TransformerLM]
+    (`"language_modeling"`), a [`MaskedLM`][keras_transformer.models.MaskedLM]
+    (`"masked_lm"`) or an
+    [`ElectraPretrainer`][keras_transformer.models.ElectraPretrainer]
+    (`"replaced_token_detection"`) with the sizes of `preset` (see
+    [`PRESETS`][keras_transformer.models.PRESETS]), computing in the dtype policy
+    `precision`. With `compile=True` it is compiled with the paper's training
+    recipe: Adam (β1 0.9, β2 0.98, ε 1e-9) on the warmup / inverse square-root
+    schedule ([`paper_optimizer`][keras_transformer.training.paper_optimizer]);
+    label-smoothed cross-entropy that ignores `pad_id` and
+    [`MaskedAccuracy`][keras_transformer.training.MaskedAccuracy] for
+    translation and language modelling (for the masked LM too, without
+    smoothing: label `pad_id` marks the positions that were not masked), plain
+    sparse categorical cross-entropy and accuracy for classification; the
+    ELECTRA pretrainer computes its own loss (`loss=None`) and `MaskedAccuracy`
+    scores its generator. Under `"mixed_float16"` the optimizer is wrapped in a
+    `keras.optimizers.LossScaleOptimizer`.
 
     `"auto"` settings follow the device of the current backend
     (`detect_device`): see `choose_precision` and `choose_jit_compile`. The
@@ -374,14 +378,17 @@ def build(
         compile: bool, whether to compile the model. Defaults to `True`.
         mesh: `None`, or a device mesh shape `(data, model)`: `"4x2"`, `"8"`
             (data parallel) or a tuple. The model is created and compiled
-            under `keras_transformer.distribution.make_distribution(mesh, ...)`:
+            under `make_distribution(mesh, ...)`
+            ([`keras_transformer.distribution.make_distribution`][]):
             on JAX a `keras.distribution.DataParallel` or `ModelParallel`
-            (weights split over `model` devices by `get_layout_map`), made
-            Keras' global distribution (`keras.distribution.set_distribution`,
-            which `fit` reads; `set_distribution(None)` undoes it); on
-            TensorFlow a `tf.distribute.MirroredStrategy` (data parallel
-            only), whose scope the model keeps. Batches must then divide by
-            `data`. Defaults to `None` (one device, global state untouched).
+            (weights split over `model` devices by
+            [`get_layout_map`][keras_transformer.distribution.get_layout_map]),
+            made Keras' global distribution
+            (`keras.distribution.set_distribution`, which `fit` reads;
+            `set_distribution(None)` undoes it); on TensorFlow a
+            `tf.distribute.MirroredStrategy` (data parallel only), whose scope
+            the model keeps. Batches must then divide by `data`. Defaults to
+            `None` (one device, global state untouched).
         **overrides: arguments of the model class (required: the vocabulary
             sizes, and `num_classes` for classification) and preset fields
             (`num_layers`, `hidden_dim`, `intermediate_dim`, `num_heads`,

@@ -73,14 +73,16 @@ _POSITION_TABLE = "embedding/position_embedding/embeddings"
 def from_keras_hub(backbone, num_classes=None, pooling="cls", pad_id=None, **kwargs):
     """Converts a keras-hub BERT, DistilBERT or RoBERTa backbone into our encoder models.
 
-    With `num_classes`, returns a `TransformerClassifier` for fine-tuning:
-    the backbone's encoder and a new, randomly initialised dense head. With
-    `num_classes=None`, returns a `MaskedLM` holding the backbone's encoder
-    and a new masked-language-model head. A backbone carries no MLM head
-    (keras-hub keeps it in its `BertMaskedLM` task), so that model's logits
-    mean nothing until trained: use it to continue pretraining on your own
-    text, or take its `encoder` as a feature extractor, or pass it to
-    `TransformerClassifier.from_encoder` later.
+    With `num_classes`, returns a
+    [`TransformerClassifier`][keras_transformer.models.TransformerClassifier] for
+    fine-tuning: the backbone's encoder and a new, randomly initialised dense head.
+    With `num_classes=None`, returns a
+    [`MaskedLM`][keras_transformer.models.MaskedLM] holding the backbone's encoder
+    and a new masked-language-model head. A backbone carries no MLM head (keras-hub
+    keeps it in its `BertMaskedLM` task), so that model's logits mean nothing until
+    trained: use it to continue pretraining on your own text, or take its `encoder`
+    as a feature extractor, or pass it to `TransformerClassifier`'s
+    [`from_encoder`][keras_transformer.models.TransformerClassifier.from_encoder] later.
 
     In both, `model.encoder(token_ids)` computes the backbone's
     `sequence_output` at every non-pad position (within float32 rounding):
@@ -97,7 +99,7 @@ def from_keras_hub(backbone, num_classes=None, pooling="cls", pad_id=None, **kwa
       post-norm blocks, with the backbone's epsilon (BERT, DistilBERT
       1e-12; RoBERTa 1e-5);
     - the feed-forward activation: BERT's tanh-approximated GELU
-      (`keras_transformer.layers.gelu_approximate`), DistilBERT's and
+      ([`keras_transformer.layers.gelu_approximate`][]), DistilBERT's and
       RoBERTa's exact `"gelu"`;
     - padding: keras-hub takes a `padding_mask` input; our models mask the
       positions where `token_ids == pad_id`, which is the same whenever that

@@ -49,20 +49,25 @@ class MaskedLMHead:
 class MaskedLM(MaskedLMHead, EncoderModelBase):
     """A Transformer encoder with a masked-language-model head (BERT's pretraining).
 
-    Token embeddings plus positions and the encoder stack (the same `encoder`
-    as `TransformerClassifier`'s), then BERT's head: a dense layer of width
-    `hidden_dim` with GELU, layer normalization, and logits against the
-    token embedding matrix (tied, as in BERT) plus a bias per token. Logits
-    are float32 even under mixed precision.
+    Token embeddings plus positions and the encoder stack (the same `encoder` as
+    [`TransformerClassifier`][keras_transformer.models.TransformerClassifier]'s),
+    then BERT's head: a dense layer of width `hidden_dim` with GELU, layer
+    normalization, and logits against the token embedding matrix (tied, as in
+    BERT) plus a bias per token. Logits are float32 even under mixed precision.
 
-    Pretraining hides about 15% of the tokens (`keras_transformer.text.mask_tokens`
-    or `make_masked_lm_dataset`) and trains the model to predict them. Given
-    `"mask_positions"`, the head runs only at those positions: with a
-    vocabulary of thousands, the output layer over every position would cost
-    more than the encoder. Train with a loss that ignores label `pad_id`
-    (`LabelSmoothedCrossEntropy(0.0, pad_id=0)`, `MaskedAccuracy(0)`; what
-    `build("masked_lm", ...)` compiles with), so padded prediction slots do
-    not count. Then fine-tune the encoder with
+    Pretraining hides about 15% of the tokens
+    ([`keras_transformer.text.mask_tokens`][] or
+    [`make_masked_lm_dataset`][keras_transformer.text.make_masked_lm_dataset]) and
+    trains the model to predict them. Given `"mask_positions"`, the head runs only
+    at those positions: with a vocabulary of thousands, the output layer over every
+    position would cost more than the encoder. Train with a loss that ignores label
+    `pad_id`, so padded prediction slots do not count:
+    [`LabelSmoothedCrossEntropy`][keras_transformer.training.LabelSmoothedCrossEntropy]
+    and [`MaskedAccuracy`][keras_transformer.training.MaskedAccuracy]
+    (`LabelSmoothedCrossEntropy(0.0, pad_id=0)`, `MaskedAccuracy(0)`), what
+    [`build("masked_lm", ...)`][keras_transformer.models.build] compiles with. Then
+    fine-tune the encoder with
+    [`from_encoder`][keras_transformer.models.TransformerClassifier.from_encoder]:
     `TransformerClassifier.from_encoder(masked_lm, num_classes)`.
 
     Inputs: int token ids `(batch, length)`, or a dict with `"token_ids"` and

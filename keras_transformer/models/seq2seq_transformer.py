@@ -67,11 +67,12 @@ class Seq2SeqTransformer(TransformerModelBase):
         output_bias: bool, add a learned bias per target token to the logits
             (Marian's `final_logits_bias`). Defaults to `False`.
         zero_pad_embedding: bool, keep the `pad_id` rows of the embeddings at
-            zero through training (`keras_transformer.layers.ZeroRows`), as
+            zero through training ([`keras_transformer.layers.ZeroRows`][]), as
             PyTorch's `nn.Embedding(padding_idx=...)` does: Marian starts its
             decoder from the pad token's zero embedding. Defaults to `False`.
-        start_id: int, the decoder's start token, `generate`'s default.
-            Defaults to `None` (`generate` then needs one).
+        start_id: int, the decoder's start token,
+            [`generate`][keras_transformer.models.Seq2SeqTransformer.generate]'s
+            default. Defaults to `None` (`generate` then needs one).
         end_id: int, the end token, `generate`'s default. Defaults to `None`
             (`generate` then needs one).
         **kwargs: base model arguments such as `name` and `dtype` (a dtype
@@ -263,7 +264,9 @@ class Seq2SeqTransformer(TransformerModelBase):
         Args:
             decoder_token_ids: int tensor `(batch, target_length)`, padded with
                 `pad_id`.
-            encoder_outputs: the states `encode` returns.
+            encoder_outputs: the states
+                [`encode`][keras_transformer.models.Seq2SeqTransformer.encode]
+                returns.
             encoder_padding_mask: the mask `encode` returns. Defaults to `None`
                 (every source position is attended to).
             training: bool, whether dropout is active. Defaults to `None`.
@@ -303,18 +306,19 @@ class Seq2SeqTransformer(TransformerModelBase):
         computed once.
 
         Args:
-            encoder_outputs: the states `encode` returns, `(batch,
-                source_length, hidden_dim)`.
+            encoder_outputs: the states
+                [`encode`][keras_transformer.models.Seq2SeqTransformer.encode]
+                returns, `(batch, source_length, hidden_dim)`.
             max_length: int, the decoder steps the self-attention cache holds.
 
         Returns:
             `(self_attention_cache, cross_attention_cache)`, to pass to
-            `decode_step`, each a tuple with one cache per decoder block:
-            zeros of shape `(batch, 2, max_length, key_value_heads,
-            hidden_dim // num_heads)` (`key_value_heads` being
-            `num_key_value_heads` or else `num_heads`), and the encoder
-            output's keys and values in the same layout with `source_length`
-            in place of `max_length`.
+            [`decode_step`][keras_transformer.models.Seq2SeqTransformer.decode_step], each a tuple
+            with one cache per decoder block: zeros of shape
+            `(batch, 2, max_length, key_value_heads, hidden_dim // num_heads)`
+            (`key_value_heads` being `num_key_value_heads` or else `num_heads`),
+            and the encoder output's keys and values in the same layout with
+            `source_length` in place of `max_length`.
 
         Example:
 
@@ -343,17 +347,22 @@ class Seq2SeqTransformer(TransformerModelBase):
 
         `decoder_token_ids` `(batch, new_steps)` sit at positions
         `cache_update_index ...`; their keys and values are written into the
-        self-attention cache. `generate` calls it one token at a time.
+        self-attention cache.
+        [`generate`][keras_transformer.models.Seq2SeqTransformer.generate] calls
+        it one token at a time.
 
         Args:
             decoder_token_ids: int tensor `(batch, new_steps)`.
             self_attention_cache: the self-attention cache (from
-                `initial_cache`, then from the previous step).
+                [`initial_cache`][keras_transformer.models.Seq2SeqTransformer.initial_cache], then
+                from the previous step).
             cross_attention_cache: the cross-attention cache from
                 `initial_cache`.
             cache_update_index: int or scalar int tensor, the position of the
                 first new step.
-            encoder_padding_mask: the mask `encode` returns. Defaults to `None`.
+            encoder_padding_mask: the mask
+                [`encode`][keras_transformer.models.Seq2SeqTransformer.encode]
+                returns. Defaults to `None`.
 
         Returns:
             `(logits, self_attention_cache)`: float32 logits `(batch,
@@ -389,7 +398,7 @@ class Seq2SeqTransformer(TransformerModelBase):
         The encoder runs once, cross-attention keys and values are computed
         once, and the decoder steps over a static self-attention cache inside
         one compiled function. See
-        `keras_transformer.generation.generate_seq2seq` for every argument
+        [`keras_transformer.generation.generate_seq2seq`][] for every argument
         (`top_k`, `top_p`, `temperature`, `seed`, `jit_compile`,
         `return_scores`).
 

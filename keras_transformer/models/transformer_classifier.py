@@ -23,7 +23,8 @@ class TransformerClassifier(EncoderModelBase):
     The encoder part is `model.encoder`, a functional `keras.Model` from token
     ids to hidden states. `TransformerClassifier.from_encoder(pretrained,
     num_classes)` starts a classifier from a pretrained encoder (a `MaskedLM`
-    or another classifier) for fine-tuning; `from_keras_hub` converts a
+    or another classifier) for fine-tuning;
+    [`from_keras_hub`][keras_transformer.models.from_keras_hub] converts a
     keras-hub BERT-family backbone.
 
     Inputs are int token ids `(batch, length)` (or a dict with key
@@ -136,10 +137,11 @@ class TransformerClassifier(EncoderModelBase):
         ```
 
         Args:
-            pretrained: an encoder-only model of this library: a `MaskedLM`
-                (e.g. from `load_pretrained(directory).model`), an
-                `ElectraPretrainer` (its discriminator's encoder) or another
-                `TransformerClassifier`.
+            pretrained: an encoder-only model of this library: a
+                [`MaskedLM`][keras_transformer.models.MaskedLM] (e.g. from
+                [`load_pretrained(directory).model`][keras_transformer.saving.load_pretrained]), an
+                [`ElectraPretrainer`][keras_transformer.models.ElectraPretrainer] (its
+                discriminator's encoder) or another `TransformerClassifier`.
             num_classes: int, classes of the new head.
             pooling: `"mean"`, `"cls"` or `"pooler"`. Defaults to `"mean"`.
             **kwargs: other arguments of `TransformerClassifier`: the dropout

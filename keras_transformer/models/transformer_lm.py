@@ -45,7 +45,9 @@ class TransformerLM(TransformerModelBase):
             in cached generation). Defaults to `None` (all earlier positions).
         scale_embeddings: bool, multiply the token embeddings by √d as the
             paper does; GPT-2 does not. Defaults to `True`.
-        end_id: int, the end token, `generate`'s default. Defaults to `None`.
+        end_id: int, the end token,
+            [`generate`][keras_transformer.models.TransformerLM.generate]'s
+            default. Defaults to `None`.
         **kwargs: base model arguments such as `name` and `dtype`.
 
     Example:
@@ -158,7 +160,8 @@ class TransformerLM(TransformerModelBase):
             A tuple with one cache per block, zeros of shape `(batch_size, 2,
             max_length, key_value_heads, hidden_dim // num_heads)`
             (`key_value_heads` being `num_key_value_heads` or else
-            `num_heads`), to pass to `decode_step`.
+            `num_heads`), to pass to
+            [`decode_step`][keras_transformer.models.TransformerLM.decode_step].
 
         Example:
 
@@ -176,11 +179,14 @@ class TransformerLM(TransformerModelBase):
 
         `token_ids` `(batch, new_steps)` sit at positions
         `cache_update_index ...`; their keys and values are written into the
-        cache. `generate` feeds a prompt in one call, then one token a call.
+        cache. [`generate`][keras_transformer.models.TransformerLM.generate]
+        feeds a prompt in one call, then one token a call.
 
         Args:
             token_ids: int tensor `(batch, new_steps)`.
-            cache: the cache from `initial_cache`, then from the previous step.
+            cache: the cache from
+                [`initial_cache`][keras_transformer.models.TransformerLM.initial_cache], then from
+                the previous step.
             cache_update_index: int or scalar int tensor, the position of the
                 first new step.
             padding_mask: bool `(batch, max_length)` over the cache slots,
@@ -206,8 +212,8 @@ class TransformerLM(TransformerModelBase):
 
         The prompt tokens every row has are fed in one pass, the rest one step
         at a time over a static cache, inside one compiled function. See
-        `keras_transformer.generation.generate_lm` for every argument (`top_k`,
-        `top_p`, `temperature`, `beam_size`, `length_penalty`,
+        [`keras_transformer.generation.generate_lm`][] for every argument
+        (`top_k`, `top_p`, `temperature`, `beam_size`, `length_penalty`,
         `num_return_sequences`, `seed`, `jit_compile`, `return_scores`).
 
         Args:

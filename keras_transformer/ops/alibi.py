@@ -8,12 +8,12 @@ from keras_transformer.ops.masks import absolute_positions
 
 
 def alibi_slopes(num_heads):
-    """The heads' slopes: a geometric sequence, as in Press et al., 2022 (section 3).
+    r"""The heads' slopes: a geometric sequence, as in Press et al., 2022 (section 3).
 
-    For `n` heads, a power of two, the slopes are `2^(-8/n), 2^(-16/n), ...,
-    2^(-8)`. For other `n` the paper takes the `2^k` slopes of the largest power
-    of two below `n`, then every other slope of `2^(k+1)` heads until there are
-    `n`: 6 heads get the 4 slopes `1/4 ... 1/256`, then `1/2` and `1/8`.
+    For $n$ heads, a power of two, the slopes are $2^{-8/n}, 2^{-16/n}, \ldots,
+    2^{-8}$. For other $n$ the paper takes the $2^k$ slopes of the largest power
+    of two below $n$, then every other slope of $2^{k+1}$ heads until there are
+    $n$: 6 heads get the 4 slopes $1/4, \ldots, 1/256$, then $1/2$ and $1/8$.
 
     Args:
         num_heads: positive int.
@@ -40,12 +40,14 @@ def alibi_slopes(num_heads):
 
 
 def alibi_bias(num_heads, query_length, key_length, start_index=0):
-    """The additive logit bias `-slope_h * |i - j|`, float32, `(1, num_heads, T, S)`.
+    r"""The additive logit bias $-m_h \left| i - j \right|$, float32, `(1, num_heads, T, S)`.
 
-    Query `t` sits at absolute position `start_index + t` and key `j` at `j`, so
-    a cached decoding step gets the bias its row has in a full pass. In causal
-    attention only keys `j <= i` are visible and the bias is the paper's
-    `-slope * (i - j)`; without a causal mask the same distance penalty applies
+    Head $h$ has the slope $m_h$ of
+    [`alibi_slopes`][keras_transformer.ops.alibi_slopes]. Query `t` sits at
+    absolute position $i$ = `start_index + t` and key `j` at $j$, so a cached
+    decoding step gets the bias its row has in a full pass. In causal attention
+    only keys $j \le i$ are visible and the bias is the paper's $-m_h\,(i - j)$;
+    without a causal mask the same distance penalty applies
     to keys on both sides (the symmetric form used for encoders). Add it to the
     scaled logits before the softmax; it composes with any boolean mask.
 

@@ -94,7 +94,7 @@ def scaled_dot_product_attention(
     flash_attention=None,
     bias=None,
 ):
-    """Scaled dot-product attention, `softmax(Q Kᵀ / √d_k + bias) V`.
+    r"""Scaled dot-product attention, $\operatorname{softmax}(QK^\top/\sqrt{d_k} + B)\,V$.
 
     Uses the fused `keras.ops.dot_product_attention` (a flash kernel where the
     backend and device have one) when no dropout is active and no attention
@@ -133,10 +133,10 @@ def scaled_dot_product_attention(
             scores, a value head size other than the query's, or a backend or
             device without the kernel. Defaults to `None` (the fused path where it
             pays, the flash kernel where the backend has one).
-        bias: optional float tensor broadcastable to
+        bias: optional float tensor $B$, broadcastable to
             `(batch, num_heads, target_length, source_length)`, added to the
             scaled logits in float32 before the softmax (ALiBi's distance
-            penalty, `keras_transformer.ops.alibi_bias`). A bias takes the
+            penalty, [`keras_transformer.ops.alibi_bias`][]). A bias takes the
             explicit path, so that it is added in float32 under mixed precision.
             Defaults to `None`.
 

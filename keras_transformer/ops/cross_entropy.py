@@ -5,15 +5,21 @@ from keras import ops
 
 
 def label_smoothed_cross_entropy(labels, logits, label_smoothing=0.0):
-    """Per-position cross-entropy of `logits` against smoothed one-hot `labels`.
+    r"""Per-position cross-entropy of `logits` against smoothed one-hot `labels`.
 
-    With `ε = label_smoothing` and `V` classes the target distribution is
-    `(1 - ε) · onehot(label) + ε / V`, so
+    With $\varepsilon$ = `label_smoothing` and $V$ classes the target distribution is
+    $(1 - \varepsilon)\,\operatorname{onehot}(y) + \varepsilon / V$, so, for the logits
+    $z$ of a position whose label is $y$,
 
-    ```
-    loss = logsumexp(z) - (1 - ε) · z[label] - (ε / V) · Σ_k z[k]
-    ∂loss/∂z = softmax(z) - (1 - ε) · onehot(label) - ε / V
-    ```
+    $$
+    \mathcal{L} = \operatorname{logsumexp}(z) - (1 - \varepsilon)\, z_y
+        - \frac{\varepsilon}{V} \sum_k z_k,
+    $$
+
+    $$
+    \frac{\partial \mathcal{L}}{\partial z} = \operatorname{softmax}(z)
+        - (1 - \varepsilon)\,\operatorname{onehot}(y) - \frac{\varepsilon}{V}.
+    $$
 
     Both are computed directly: the forward pass reads the logits a few
     times and never builds log-probabilities or a one-hot target, and the
@@ -21,14 +27,14 @@ def label_smoothed_cross_entropy(labels, logits, label_smoothing=0.0):
     differentiation of the same loss written with `log_softmax` and a one-hot
     product makes about twice as many passes over the `(positions, V)` logits,
     which for a translation model's 8,000-word vocabulary is a tenth of the
-    training step on CPU (`benchmarks/translation_step.py`).
+    training step on CPU.
 
     Args:
         labels: integer tensor of class ids, shape `logits.shape[:-1]`, each in
             `[0, V)`.
         logits: float tensor of shape `(..., V)`. Computed in its own dtype:
             pass float32 logits for a float32 loss.
-        label_smoothing: float in `[0, 1)`, `ε`. Defaults to `0.0`.
+        label_smoothing: float in `[0, 1)`, $\varepsilon$. Defaults to `0.0`.
 
     Returns:
         The per-position losses, shape `logits.shape[:-1]`, in `logits`' dtype.

@@ -17,8 +17,7 @@ def dropout(x, rate, seed=None):
     TensorFlow: one 32-bit random integer serves two elements (16 bits each),
     where TensorFlow's own dropout draws a uniform number of `x`'s dtype per
     element, which is slow in bfloat16 on a CPU. Other backends use
-    `keras.random.dropout`, which their compilers fuse (the choice is
-    `keras_transformer.ops.backend_paths.dropout_draws_bit_pairs`).
+    `keras.random.dropout`, which their compilers fuse.
 
     Args:
         x: float tensor.

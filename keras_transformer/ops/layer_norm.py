@@ -5,18 +5,26 @@ from keras import ops
 
 
 def layer_normalization(x, gamma, beta, epsilon=1e-6):
-    """`(x - mean) / sqrt(var + epsilon) * gamma + beta` over the last axis, in float32.
+    r"""$(x - \mu) / \sqrt{\sigma^2 + \epsilon}\, \gamma + \beta$ over the last axis, in float32.
 
-    The statistics and the affine map run in float32 whatever `x`'s dtype
-    (bfloat16 under mixed precision), and the result is cast back to it. The
-    gradient is written out (Ba et al., 2016):
+    $\mu$ and $\sigma^2$ are the mean and variance of `x` over its last axis,
+    $\gamma$ = `gamma`, $\beta$ = `beta` and $\epsilon$ = `epsilon`. The
+    statistics and the affine map run in float32 whatever `x`'s dtype (bfloat16
+    under mixed precision), and the result is cast back to it. The gradient is
+    written out (Ba et al., 2016): with $dy$ the output's gradient,
 
-    ```
-    x̂ = (x - mean) · r,  r = 1 / sqrt(var + ε),  g = dy · γ
-    dx = r · (g - mean(g) - x̂ · mean(g · x̂)),  dγ = Σ dy · x̂,  dβ = Σ dy
-    ```
+    $$
+    \hat{x} = (x - \mu)\, r, \qquad r = \frac{1}{\sqrt{\sigma^2 + \epsilon}}, \qquad
+    g = dy\, \gamma,
+    $$
 
-    reusing the forward pass's `x̂` and `r`, which on TensorFlow's CPU runtime
+    $$
+    dx = r \left(g - \operatorname{mean}(g) - \hat{x} \operatorname{mean}(g\, \hat{x})\right),
+    \qquad d\gamma = \sum dy\, \hat{x}, \qquad d\beta = \sum dy,
+    $$
+
+    the means over the last axis and the sums over the others, reusing the
+    forward pass's $\hat{x}$ and $r$, which on TensorFlow's CPU runtime
     is faster than differentiating `keras.ops.layer_normalization`
     automatically.
 

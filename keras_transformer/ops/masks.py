@@ -72,9 +72,9 @@ def sliding_window_mask(query_length, key_length, window, start_index=0):
 
     Query `i` sits at absolute position `start_index + i` and may attend to key
     `j` when `|start_index + i - j| < window`, a symmetric band as in Keras's
-    `MultiHeadAttention(sliding_window=...)`. With a causal mask it is the
-    causal sliding window of Longformer and Mistral: each query sees itself
-    and the `window - 1` keys before it.
+    [`MultiHeadAttention(sliding_window=...)`][keras_transformer.layers.MultiHeadAttention]. With a
+    causal mask it is the causal sliding window of Longformer and Mistral: each
+    query sees itself and the `window - 1` keys before it.
 
     Args:
         query_length: int or scalar tensor, number of query positions.

@@ -4,10 +4,10 @@ from keras import ops
 
 
 def rotary_angles(positions, dim, max_wavelength=10000):
-    """The rotation angles `position / max_wavelength^(2i/dim)`, float32, `(length, dim // 2)`.
+    r"""The rotation angles $m\,\theta_i$ of positions $m$, float32, `(length, dim // 2)`.
 
-    Pair `i` of the features turns by `position * theta_i` with
-    `theta_i = max_wavelength^(-2i/dim)`, the frequencies of the paper's
+    Pair $i$ of the features turns by $m\,\theta_i$ at position $m$, with
+    $\theta_i = w^{-2i/d}$ ($w$ = `max_wavelength`, $d$ = `dim`), the frequencies of the paper's
     sinusoidal table (Vaswani et al., 2017, section 3.5). Computed in float32
     whatever the model's dtype: in 16 bits the angles of positions in the
     thousands would lose their fractional part.
@@ -33,16 +33,17 @@ def rotary_angles(positions, dim, max_wavelength=10000):
 
 
 def apply_rotary_embedding(x, start_index=0, max_wavelength=10000):
-    """Rotates each head of `x` by its position: `x` at position `m` becomes `R(m θ) x`.
+    r"""Rotates each head of `x` by its position: $x$ at position $m$ becomes $R(m\theta)\,x$.
 
-    Feature `i` of the first half pairs with feature `i` of the second half
+    Feature $i$ of the first half pairs with feature $i$ of the second half
     (the layout of GPT-NeoX and keras-hub's `RotaryEmbedding`); each pair turns
-    by the angle `m θ_i`. Su et al. pair neighbouring features instead, which
-    is the same rotation with the features listed in another order, so a
-    projection learns either equally. Because a rotation by `m θ` followed by
-    the transpose of one by `n θ` is a rotation by `(m - n) θ`, the dot product
-    of a rotated query and a rotated key depends on their positions only
-    through the offset `m - n`.
+    by the angle $m\,\theta_i$ (see
+    [`rotary_angles`][keras_transformer.ops.rotary_angles]). Su et al. pair
+    neighbouring features instead, which is the same rotation with the features
+    listed in another order, so a projection learns either equally. Because a
+    rotation by $m\theta$ followed by the transpose of one by $n\theta$ is a
+    rotation by $(m - n)\theta$, the dot product of a rotated query and a rotated
+    key depends on their positions only through the offset $m - n$.
 
     Args:
         x: tensor `(batch, length, heads, dim)`, `dim` even.
@@ -56,7 +57,8 @@ def apply_rotary_embedding(x, start_index=0, max_wavelength=10000):
 
     Example:
 
-    The score of a rotated query and key depends only on their distance:
+    The score of a rotated query and key depends only on their distance (2 in both
+    calls):
 
     >>> import numpy as np
     >>> q = ops.convert_to_tensor(np.ones((1, 1, 1, 4), "float32"))

@@ -32,20 +32,29 @@ def load_huggingface(directory, allow_pickle=False):
     Reads `config.json`, the weights (`model.safetensors`, or its shards) and,
     when the folder has them, the tokenizer files; nothing is downloaded. The
     model is built from this library's layers, so everything else works on it:
-    `fit`, `generate`, `quantize`, LoRA, `save_pretrained`, `export_serving`,
-    `model.export`, and `save_huggingface` writes it back.
+    `fit`, `generate`, `quantize`, LoRA,
+    [`save_pretrained`][keras_transformer.saving.save_pretrained],
+    [`export_serving`][keras_transformer.saving.export_serving], `model.export`,
+    and [`save_huggingface`][keras_transformer.saving.save_huggingface] writes
+    it back.
 
-    | checkpoint (`architectures`) | model | tokenizer |
-    | --- | --- | --- |
-    | `MarianMTModel` | `Seq2SeqTransformer` | `MarianTokenizer` |
-    | `BertForMaskedLM`, `BertModel` | `MaskedLM` | `WordPieceTokenizer` |
-    | `BertForSequenceClassification` | `TransformerClassifier` | `WordPieceTokenizer` |
-    | `GPT2LMHeadModel`, `GPT2Model` | `TransformerLM` | `BytePairTokenizer` |
+    The checkpoint's `architectures` decide the model and the tokenizer:
+
+    - `MarianMTModel`: a [`Seq2SeqTransformer`][keras_transformer.models.Seq2SeqTransformer]
+      and a [`MarianTokenizer`][keras_transformer.text.MarianTokenizer];
+    - `BertForMaskedLM`, `BertModel`: a [`MaskedLM`][keras_transformer.models.MaskedLM]
+      and a [`WordPieceTokenizer`][keras_transformer.text.WordPieceTokenizer];
+    - `BertForSequenceClassification`: a
+      [`TransformerClassifier`][keras_transformer.models.TransformerClassifier] and a
+      `WordPieceTokenizer`;
+    - `GPT2LMHeadModel`, `GPT2Model`: a
+      [`TransformerLM`][keras_transformer.models.TransformerLM] and a
+      [`BytePairTokenizer`][keras_transformer.text.BytePairTokenizer].
 
     A `BertModel` folder has no masked-LM head: the `MaskedLM`'s head is new
-    (random), its encoder the checkpoint's, ready for
-    `TransformerClassifier.from_encoder`. The start and end ids of `generate`
-    come from the checkpoint's config.
+    (random), its encoder the checkpoint's, ready for `TransformerClassifier`'s
+    [`from_encoder`][keras_transformer.models.TransformerClassifier.from_encoder].
+    The start and end ids of `generate` come from the checkpoint's config.
 
     Args:
         directory: str or path, the folder (as `save_pretrained` of
@@ -55,9 +64,10 @@ def load_huggingface(directory, allow_pickle=False):
             pass `True` only for files you trust. Defaults to `False`.
 
     Returns:
-        A `Pretrained` with `.model`, `.tokenizer` (`None` when the folder has
-        no tokenizer files, with a warning) and `.metadata` (the checkpoint's
-        `model_type`, `architecture` and `transformers_version`).
+        A [`Pretrained`][keras_transformer.saving.Pretrained] with `.model`,
+        `.tokenizer` (`None` when the folder has no tokenizer files, with a
+        warning) and `.metadata` (the checkpoint's `model_type`, `architecture`
+        and `transformers_version`).
 
     Raises:
         PretrainedDirectoryError: (a `ValueError`) naming what is wrong: no
@@ -205,16 +215,22 @@ def save_huggingface(model, directory, tokenizer=None, overwrite=True):
     (`ct2-transformers-converter --model DIRECTORY`). The folder holds
     `config.json`, `model.safetensors`, `generation_config.json` where the
     architecture has one, and the tokenizer's files. It is written to a
-    staging folder first and swapped in, like `save_pretrained`.
+    staging folder first and swapped in, like
+    [`save_pretrained`][keras_transformer.saving.save_pretrained].
 
-    - `Seq2SeqTransformer` with Marian's options → `MarianMTModel`;
-    - `MaskedLM` with BERT's options → `BertForMaskedLM`;
-    - `TransformerClassifier` with BERT's options and `pooling="pooler"` →
+    - [`Seq2SeqTransformer`][keras_transformer.models.Seq2SeqTransformer] with
+      Marian's options → `MarianMTModel`;
+    - [`MaskedLM`][keras_transformer.models.MaskedLM] with BERT's options →
+      `BertForMaskedLM`;
+    - [`TransformerClassifier`][keras_transformer.models.TransformerClassifier]
+      with BERT's options and `pooling="pooler"` →
       `BertForSequenceClassification`;
-    - `TransformerLM` with GPT-2's options → `GPT2LMHeadModel`.
+    - [`TransformerLM`][keras_transformer.models.TransformerLM] with GPT-2's
+      options → `GPT2LMHeadModel`.
 
     Marian's options: post-norm, `layer_norm_epsilon=1e-5`,
-    `interleave_sinusoids=False`, an `end_id` (what `load_huggingface` gives).
+    `interleave_sinusoids=False`, an `end_id` (what
+    [`load_huggingface`][keras_transformer.saving.load_huggingface] gives).
     BERT's: post-norm, `position="learned"`, `scale_embeddings=False`,
     `embedding_layer_norm=True`. GPT-2's: pre-norm, `position="learned"`,
     `scale_embeddings=False`, tied output embeddings.
@@ -222,9 +238,13 @@ def save_huggingface(model, directory, tokenizer=None, overwrite=True):
     Args:
         model: one of the models above.
         directory: str or path.
-        tokenizer: the model's tokenizer: a `MarianTokenizer` (or a
-            `SubwordTokenizer`, written as Marian's files), a
-            `WordPieceTokenizer` or a `BytePairTokenizer`. Defaults to `None`.
+        tokenizer: the model's tokenizer: a
+            [`MarianTokenizer`][keras_transformer.text.MarianTokenizer] (or a
+            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer],
+            written as Marian's files), a
+            [`WordPieceTokenizer`][keras_transformer.text.WordPieceTokenizer] or
+            a [`BytePairTokenizer`][keras_transformer.text.BytePairTokenizer].
+            Defaults to `None`.
         overwrite: bool, replace an existing folder. Defaults to `True`.
 
     Returns:

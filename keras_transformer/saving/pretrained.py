@@ -36,9 +36,9 @@ TOKENIZER_CLASSES = {
 class PretrainedDirectoryError(ValueError):
     """A pretrained directory is missing a file or holds a bad one.
 
-    `load_pretrained` raises it with a one-line message naming the path, what
-    is wrong and what to pass instead. It is a `ValueError`, so code that
-    catches `ValueError` catches it too.
+    [`load_pretrained`][keras_transformer.saving.load_pretrained] raises it with
+    a one-line message naming the path, what is wrong and what to pass instead.
+    It is a `ValueError`, so code that catches `ValueError` catches it too.
 
     Args:
         *args: the message, as for any `ValueError`.
@@ -62,9 +62,9 @@ class Pretrained:
     Args:
         model: `keras.Model`, the model, with its trained weights.
         tokenizer: the tokenizer saved with it (a class of `TOKENIZER_CLASSES`), or `None`.
-        metadata: dict, what `save_pretrained` recorded (library and Keras
-            versions, backend, date, model and tokenizer classes) and the
-            `metadata` passed to it.
+        metadata: dict, what [`save_pretrained`][keras_transformer.saving.save_pretrained]
+            recorded (library and Keras versions, backend, date, model and tokenizer
+            classes) and the `metadata` passed to it.
 
     Example:
 
@@ -98,16 +98,21 @@ def save_pretrained(model, directory, tokenizer=None, metadata=None, overwrite=T
     command that trained the model). Everything is written to a staging sibling
     directory first and renamed into place, so a failed or killed save leaves any
     previous save at `directory` loadable and unchanged: the next save deletes what a
-    killed one left, and it or `load_pretrained` puts back a previous save that a
-    save killed half-way through its swap had set aside. Directories and files get
-    the modes `mkdir` and `open` give under the process umask (0755 and 0644 under
-    umask 022).
+    killed one left, and it or
+    [`load_pretrained`][keras_transformer.saving.load_pretrained] puts back a
+    previous save that a save killed half-way through its swap had set aside.
+    Directories and files get the modes `mkdir` and `open` give under the process
+    umask (0755 and 0644 under umask 022).
 
     Args:
         model: a `keras_transformer` model (or any registered Keras model).
         directory: str or path.
-        tokenizer: a `SubwordTokenizer`, `MarianTokenizer`, `WordPieceTokenizer` or
-            `BytePairTokenizer`, or `None`. Defaults to `None`.
+        tokenizer: a
+            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer],
+            [`MarianTokenizer`][keras_transformer.text.MarianTokenizer],
+            [`WordPieceTokenizer`][keras_transformer.text.WordPieceTokenizer] or
+            [`BytePairTokenizer`][keras_transformer.text.BytePairTokenizer], or
+            `None`. Defaults to `None`.
         metadata: dict of JSON-serializable facts to keep. Defaults to `None`.
         overwrite: bool, replace an existing save. Defaults to `True`.
 
@@ -299,10 +304,11 @@ def load_pretrained(directory):
     """Loads what `save_pretrained` wrote: needs only `keras_transformer`.
 
     Given something else, it says what it found and what to pass instead: a training
-    run folder (pass its `model/`), an `export_serving` SavedModel (load it with
-    `tf.saved_model.load`), a `.keras` file (`keras.saving.load_model`), another file,
-    an empty directory or a missing path. If a save to `directory` was killed between
-    its two renames, the previous save it had set aside is put back first.
+    run folder (pass its `model/`), an
+    [`export_serving`][keras_transformer.saving.export_serving] SavedModel (load it
+    with `tf.saved_model.load`), a `.keras` file (`keras.saving.load_model`), another
+    file, an empty directory or a missing path. If a save to `directory` was killed
+    between its two renames, the previous save it had set aside is put back first.
 
     A directory saved on another backend loads the same way. Its compile settings
     are kept, except `jit_compile`, which Keras stores as the saving backend resolved
@@ -313,7 +319,8 @@ def load_pretrained(directory):
         directory: str or path.
 
     Returns:
-        A `Pretrained` with `.model`, `.tokenizer` (or `None`) and `.metadata`.
+        A [`Pretrained`][keras_transformer.saving.Pretrained] with `.model`,
+        `.tokenizer` (or `None`) and `.metadata`.
 
     Raises:
         PretrainedDirectoryError: (a `ValueError`) with a one-line message naming the

@@ -59,17 +59,20 @@ def export_serving(
     takes a 1-D `tf.string` tensor `sentences`; tokenization and the model run
     inside the graph. What it returns depends on the model:
 
-    - a `Seq2SeqTransformer` returns `{"translations": tf.string tensor}` of the
-      same length, by beam search (or greedy search with `beam_size=1`) and
-      detokenization. Each sentence gets at most its source length + 50 tokens,
-      as in `Seq2SeqTransformer.generate`, and its translation does not depend
-      on the other sentences of the batch. The search runs as a TensorFlow graph
-      without XLA, which would recompile for every new input shape.
-    - a `TransformerClassifier` returns `{"label": int32 (batch,),
-      "probabilities": float32 (batch, num_classes)}`: the texts are laid out and
-      cut by `tokenize_for_classification` with `max_length` and `head_fraction`
-      (give the values used with `make_classification_dataset` in training), and
-      the probabilities are the softmax of the logits, in float32. `label` is
+    - a [`Seq2SeqTransformer`][keras_transformer.models.Seq2SeqTransformer] returns
+      `{"translations": tf.string tensor}` of the same length, by beam search (or greedy search with
+      `beam_size=1`) and detokenization. Each sentence gets at most its source length + 50 tokens,
+      as in
+      [`Seq2SeqTransformer.generate`][keras_transformer.models.Seq2SeqTransformer.generate], and its
+      translation does not depend on the other sentences of the batch. The search runs as
+      a TensorFlow graph without XLA, which would recompile for every new input shape.
+    - a [`TransformerClassifier`][keras_transformer.models.TransformerClassifier] returns
+      `{"label": int32 (batch,), "probabilities": float32 (batch, num_classes)}`: the
+      texts are laid out and cut by
+      [`tokenize_for_classification`][keras_transformer.text.tokenize_for_classification]
+      with `max_length` and `head_fraction` (give the values used with
+      [`make_classification_dataset`][keras_transformer.text.make_classification_dataset] in
+      training), and the probabilities are the softmax of the logits, in float32. `label` is
       their arg-max (the lowest class on a tie).
 
     Loading needs TensorFlow and `import tensorflow_text` (for the SentencePiece
@@ -99,9 +102,12 @@ def export_serving(
     Args:
         model: a `Seq2SeqTransformer` or a `TransformerClassifier` (TensorFlow
             backend).
-        tokenizer: the `SubwordTokenizer` the model was trained with (for a
-            translation model: for both languages), or the `MarianTokenizer` of
-            a model from a MarianMT folder.
+        tokenizer: the
+            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer] the
+            model was trained with (for a translation model: for both
+            languages), or the
+            [`MarianTokenizer`][keras_transformer.text.MarianTokenizer] of a
+            model from a MarianMT folder.
         directory: str or path of the SavedModel directory to write.
         beam_size: int, translation only: beams per sentence; `1` searches
             greedily. Defaults to `None`, meaning `4`.

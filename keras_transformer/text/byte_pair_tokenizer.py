@@ -61,15 +61,20 @@ class BytePairTokenizer(HuggingFacePythonTokenizer):
     expression (contractions, ` ?` + letters, ` ?` + digits, ` ?` + other
     symbols, whitespace), each piece is spelled in GPT-2's printable byte
     alphabet (`Ġ` is the space) and merged pair by pair, lowest merge rank first.
-    `decode` maps the characters back to bytes and decodes UTF-8, invalid bytes
-    as U+FFFD, as transformers' `decode(ids, skip_special_tokens=True)`.
+    [`decode`][keras_transformer.text.BytePairTokenizer.decode] maps the
+    characters back to bytes and decodes UTF-8, invalid bytes as U+FFFD, as
+    transformers' `decode(ids, skip_special_tokens=True)`.
 
     GPT-2 has no padding, start or unknown token: `pad_id`, `start_id`, `end_id`
     and `unk_id` are all the id of `<|endoftext|>` (unless `pad_token` names
-    another), so `detokenize` stops at the first of them. `tokenize` adds none,
-    and neither does `encode`, as transformers. A byte symbol missing from the
-    vocabulary is dropped, as the `tokenizers` BPE model does without an unknown
-    token.
+    another), so
+    [`detokenize`][keras_transformer.text.BytePairTokenizer.detokenize] stops at
+    the first of them.
+    [`tokenize`][keras_transformer.text.BytePairTokenizer.tokenize] adds none,
+    and neither does
+    [`encode`][keras_transformer.text.BytePairTokenizer.encode], as
+    transformers. A byte symbol missing from the vocabulary is dropped, as the
+    `tokenizers` BPE model does without an unknown token.
 
     Tokenizing runs in Python (`tokenize` also works in `tf.data` through
     `tf.py_function`, but cannot be exported in a SavedModel). The regular

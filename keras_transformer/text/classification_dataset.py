@@ -86,7 +86,8 @@ def _head_and_tail(ids, head, tail):
 def tokenize_for_classification(tokenizer, texts, max_length=None, head_fraction=0.25):
     """Classifier input ids: `[start_id] + pieces + [end_id]` per text, head + tail truncated.
 
-    The start id is each row's first token, so `TransformerClassifier(pooling="cls")`
+    The start id is each row's first token, so
+    [`TransformerClassifier(pooling="cls")`][keras_transformer.models.TransformerClassifier]
     classifies from its state as BERT does from `[CLS]`. A text too long for
     `max_length` keeps its first `head` pieces and its last `tail` pieces (see
     `head_and_tail_sizes`): Sun et al. (2019) found this "head + tail" cut better than
@@ -98,8 +99,10 @@ def tokenize_for_classification(tokenizer, texts, max_length=None, head_fraction
     for training and at serving time alike so the model always sees the same layout.
 
     Args:
-        tokenizer: a `SubwordTokenizer` (anything with `tokenize`, `start_id` and
-            `end_id`).
+        tokenizer: a [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer]
+            (anything with
+            [`tokenize`][keras_transformer.text.SubwordTokenizer.tokenize], `start_id`
+            and `end_id`).
         texts: a 1-D `tf.string` tensor, or a list (or 1-D NumPy array) of str, of
             shape `(batch,)`.
         max_length: int >= 3, the longest row, start and end ids included. Defaults
@@ -229,8 +232,9 @@ def classification_batch_shapes(batch_size=32, max_length=256):
     """Every `(rows, length)` of `make_classification_dataset(..., fixed_shapes=True)`.
 
     Every batch holds `batch_size` rows (a short one is completed with copies of sample
-    weight 0) padded to one of `fixed_shape_lengths(max_length, min_length=8)`: the
-    powers of two and their halfway points from 8, then `max_length`. The masked-LM
+    weight 0) padded to one of
+    [`fixed_shape_lengths(max_length, min_length=8)`][keras_transformer.text.fixed_shape_lengths]:
+    the powers of two and their halfway points from 8, then `max_length`. The masked-LM
     pipeline's token ids take the same shapes.
 
     Args:
@@ -316,24 +320,29 @@ def make_classification_dataset(
 ):
     """Batches of (token ids, label) for training or evaluating a `TransformerClassifier`.
 
-    Texts are tokenized once, with `tokenize_for_classification`, and the ids are
-    cached in memory during the first pass, so later epochs cost no tokenization: on
-    2 shared CPU cores, the first pass over the 25,000 IMDB train reviews (8,000
-    pieces) took 8-11 s and later passes 0.6 s. Then every epoch, with `shuffle=True`,
-    shuffles the examples (differently each epoch, over all of them), groups them
-    into buckets of similar length (`length_bucket_boundaries(max_length)`) so a
+    Texts are tokenized once, with
+    [`tokenize_for_classification`][keras_transformer.text.tokenize_for_classification],
+    and the ids are cached in memory during the first pass, so later epochs cost no
+    tokenization (over IMDB's 25,000 training reviews, a later pass is more than ten
+    times faster than the first). Then every epoch, with `shuffle=True`,
+    shuffles the examples (differently each epoch, over all of them), groups them into
+    buckets of similar length
+    ([`length_bucket_boundaries(max_length)`][keras_transformer.text.length_bucket_boundaries]) so a
     batch carries little padding (1.7% of IMDB's padded ids at `max_length=256`,
     against 17% without buckets), makes batches of `batch_size` examples (the last
     batch of a bucket may be smaller) and shuffles the order of the batches, so the
     buckets' small leftover batches do not all come at the end of the epoch. With
-    `shuffle=False` the batches come in the same order every time, for evaluation.
-    The dataset has `tf.data` autotuning turned off, like `make_translation_dataset`
+    `shuffle=False` the batches come in the same order every time, for evaluation. The
+    dataset has `tf.data` autotuning turned off, like
+    [`make_translation_dataset`][keras_transformer.text.make_translation_dataset]
     (with it, Keras stalled at epoch ends deleting iterators).
 
     Args:
         texts: list or 1-D NumPy array of str, one text per example.
         labels: list or 1-D NumPy array of int class ids, one per text.
-        tokenizer: a `SubwordTokenizer` whose `pad_id` is 0.
+        tokenizer: a
+            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer] whose
+            `pad_id` is 0.
         batch_size: int, examples per batch. Defaults to `32`.
         max_length: int >= 3, the longest row, start and end ids included; longer
             texts are cut, head + tail (see `tokenize_for_classification`).
@@ -360,12 +369,14 @@ def make_classification_dataset(
             `(token_ids, labels, sample_weights)`. Defaults to `1`.
         fixed_shapes: bool, for training and evaluating under XLA (JAX, or
             TensorFlow with `jit_compile=True`), which compiles the step once per
-            input shape: every batch is padded to the first of
-            `fixed_shape_lengths(max_length, min_length=8)` that holds its longest
+            input shape: every batch is padded to the first length of
+            [`fixed_shape_lengths`][keras_transformer.text.fixed_shape_lengths]
+            (`fixed_shape_lengths(max_length, min_length=8)`) that holds its longest
             row (the length buckets end there; without `bucket`, to `max_length`)
             and completed to `batch_size` rows with copies of sample weight 0, as
             for `batch_size_multiple`. The batches then take only the shapes of
-            `classification_batch_shapes(batch_size, max_length)` (7 for
+            [`classification_batch_shapes`][keras_transformer.text.classification_batch_shapes]
+            (`classification_batch_shapes(batch_size, max_length)`: 7 for
             `max_length=64`, 11 for 256), and the dataset yields
             `(token_ids, labels, sample_weights)`. Without XLA, TensorFlow runs
             the unpadded batches faster: leave it `False` there. Defaults to

@@ -94,10 +94,11 @@ class MarianTokenizer(tf.Module):
     model's embeddings (its ids are not the SentencePiece ids; `target_vocab.json`
     too for models with `separate_vocabs`). A text is split into the pieces of the
     source model and each piece is looked up in `vocab.json`, `<unk>` for a piece
-    missing there; `encode` then adds `</s>`, as transformers. As transformers 5.25
-    does, a language code at the start (`">>de<< Hallo"`) becomes one token of its
-    own (`<unk>` when `vocab.json` lacks it), and special tokens written in the text
-    (`"</s>"`, `"<unk>"`, `"<pad>"`) are kept whole.
+    missing there; [`encode`][keras_transformer.text.MarianTokenizer.encode] then
+    adds `</s>`, as transformers. As transformers 5.25 does, a language code at the
+    start (`">>de<< Hallo"`) becomes one token of its own (`<unk>` when `vocab.json`
+    lacks it), and special tokens written in the text (`"</s>"`, `"<unk>"`,
+    `"<pad>"`) are kept whole.
 
     Not replicated: transformers 5.25 builds a Moses punctuation normaliser when
     `sacremoses` is installed but never applies it, so nothing is lost there;
@@ -112,12 +113,12 @@ class MarianTokenizer(tf.Module):
     and `tf.lookup` tables), so they run eagerly, in `tf.data` and inside a
     `tf.function` exported in a SavedModel (load it after `import tensorflow_text`).
 
-    `detokenize` decodes target ids as transformers' `decode(ids,
-    skip_special_tokens=True)`: the pieces joined, `▁` made a space, the ends
-    stripped; it also stops at the first `end_id`. `pad_id` is `<pad>`'s id (the
-    last id in opus-mt models), `end_id` `</s>`'s, `unk_id` `<unk>`'s, and
-    `start_id` is `pad_id`, since Marian's decoder starts from the pad token
-    (`bos_token` sets another).
+    [`detokenize`][keras_transformer.text.MarianTokenizer.detokenize] decodes target
+    ids as transformers' `decode(ids, skip_special_tokens=True)`: the pieces joined,
+    `▁` made a space, the ends stripped; it also stops at the first `end_id`.
+    `pad_id` is `<pad>`'s id (the last id in opus-mt models), `end_id` `</s>`'s,
+    `unk_id` `<unk>`'s, and `start_id` is `pad_id`, since Marian's decoder starts
+    from the pad token (`bos_token` sets another).
 
     Args:
         source_model_proto: bytes, the source SentencePiece model (`source.spm`).
@@ -383,11 +384,14 @@ class MarianTokenizer(tf.Module):
         """A `MarianTokenizer` giving the ids of a `SubwordTokenizer`, to save as Marian files.
 
         Its SentencePiece model is both `source.spm` and `target.spm`, and vocab.json
-        maps each piece to its SentencePiece id, so `tokenize` gives the ids of
-        `tokenizer.tokenize` (and `encode` adds `end_id`). The special ids stay those
-        of `tokenizer`: `pad_id=0`, `unk_id=1`, `start_id=2` (`<s>`, saved as
-        `bos_token`), `end_id=3`. A text starting with a language code (`">>de<<"`)
-        or holding `"<s>"`, `"</s>"`, `"<unk>"` or `"<pad>"` is split differently.
+        maps each piece to its SentencePiece id, so
+        [`tokenize`][keras_transformer.text.MarianTokenizer.tokenize] gives the ids
+        of `tokenizer.tokenize` (and
+        [`encode`][keras_transformer.text.MarianTokenizer.encode] adds `end_id`). The
+        special ids stay those of `tokenizer`: `pad_id=0`, `unk_id=1`, `start_id=2`
+        (`<s>`, saved as `bos_token`), `end_id=3`. A text starting with a language
+        code (`">>de<<"`) or holding `"<s>"`, `"</s>"`, `"<unk>"` or `"<pad>"` is
+        split differently.
 
         With `pad_last=True` the ids take the layout of the opus-mt folders
         instead, which CTranslate2's converter expects: `<pad>` moves to the last
@@ -398,7 +402,8 @@ class MarianTokenizer(tf.Module):
         the default layout.
 
         Args:
-            tokenizer: a `SubwordTokenizer`.
+            tokenizer: a
+                [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer].
             pad_last: bool, Marian's id layout (see above). Defaults to `False`.
 
         Returns:
@@ -511,7 +516,8 @@ class MarianTokenizer(tf.Module):
         """Reads a tokenizer written by `save` (the same as `from_huggingface`).
 
         Args:
-            directory: str or path, the folder given to `save`.
+            directory: str or path, the folder given to
+                [`save`][keras_transformer.text.MarianTokenizer.save].
 
         Returns:
             A `MarianTokenizer` giving the same ids as the saved one.
@@ -583,7 +589,8 @@ class MarianTokenizer(tf.Module):
             inputs: a str, a list of str, or a `tf.string` tensor of rank 0 or 1.
 
         Returns:
-            int32 ids, laid out as `tokenize`'s.
+            int32 ids, laid out as
+            [`tokenize`][keras_transformer.text.MarianTokenizer.tokenize]'s.
         """
         return self._tokenize(inputs, self._target_sentencepiece, self._target_table)
 

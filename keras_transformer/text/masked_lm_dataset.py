@@ -29,7 +29,8 @@ def pack_texts(texts, tokenizer, max_length, seed=None):
 
     Args:
         texts: list or 1-D NumPy array of str.
-        tokenizer: a `SubwordTokenizer`.
+        tokenizer: a
+            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer].
         max_length: int >= 3, the length of every row.
         seed: int, seed of the order of the texts. Defaults to `None` (random).
 
@@ -81,12 +82,14 @@ def make_masked_lm_dataset(
     """Batches for pretraining a `MaskedLM`, masked afresh every epoch.
 
     The texts are laid out and batched as for classification
-    (`make_classification_dataset`: `[start] pieces [end]`, long texts cut
-    head + tail, length buckets), or, with `pack=True`, concatenated into
-    full rows of `max_length` (`pack_texts`); then `mask_tokens` hides ~15%
-    of each batch's tokens with BERT's 80/10/10 rule. Every epoch masks other
-    tokens ("dynamic masking", Liu et al., 2019); with a `seed`, the
-    sequence of epochs repeats exactly.
+    ([`make_classification_dataset`][keras_transformer.text.make_classification_dataset]:
+    `[start] pieces [end]`, long texts cut head + tail, length buckets), or,
+    with `pack=True`, concatenated into full rows of `max_length`
+    ([`pack_texts`][keras_transformer.text.pack_texts]); then
+    [`mask_tokens`][keras_transformer.text.mask_tokens] hides ~15% of each
+    batch's tokens with BERT's 80/10/10 rule. Every epoch masks other tokens
+    ("dynamic masking", Liu et al., 2019); with a `seed`, the sequence of epochs
+    repeats exactly.
 
     Packing matters when many texts are short: in batches of similar-length
     texts, a batch of 32 five-piece phrases holds 160 tokens and 32 masked
@@ -96,7 +99,9 @@ def make_masked_lm_dataset(
     Args:
         texts: list or 1-D NumPy array of str, e.g. every training review and
             sentence (never test text).
-        tokenizer: a `SubwordTokenizer` trained with `mask_token=True`.
+        tokenizer: a
+            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer]
+            trained with `mask_token=True`.
         batch_size: int, texts per batch. Defaults to `32`.
         max_length: int, the longest row, start and end ids included.
             Defaults to `256`.
@@ -118,8 +123,9 @@ def make_masked_lm_dataset(
             round(mask_rate * (length - 2)))` (at most `max_predictions`), so
             `mask_positions` and `labels` take one shape per length too. The
             rows that complete a batch and the unused slots have the label
-            `pad_id`, which the loss and `MaskedAccuracy` ignore. Defaults to
-            `False`.
+            `pad_id`, which the loss and
+            [`MaskedAccuracy`][keras_transformer.training.MaskedAccuracy]
+            ignore. Defaults to `False`.
         pack: bool, concatenate the texts into full rows of `max_length`
             (`pack_texts`; no text is cut) instead of one text per row.
             The rows are shuffled each epoch; every batch holds `batch_size`

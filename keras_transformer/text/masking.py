@@ -122,13 +122,16 @@ def mask_tokens(
     Args:
         token_ids: int tensor `(batch, length)`, or a `tf.RaggedTensor`
             (padded with `pad_id`).
-        mask_id: int, the id that hides a token (`SubwordTokenizer.mask_id`
-            of a tokenizer trained with `mask_token=True`).
+        mask_id: int, the id that hides a token
+            ([`SubwordTokenizer.mask_id`][keras_transformer.text.SubwordTokenizer.mask_id] of a
+            tokenizer trained with `mask_token=True`).
         vocabulary_size: int, ids are in `[0, vocabulary_size)`.
         mask_rate: float in `(0, 1]`, share of the maskable tokens chosen.
             Defaults to `0.15`.
         special_ids: ints never chosen nor drawn as random ids. Defaults to
-            `(0, 2, 3)`: `SubwordTokenizer`'s pad, start and end ids.
+            `(0, 2, 3)`:
+            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer]'s pad,
+            start and end ids.
         max_predictions: int, most chosen positions per row, or `None` (no
             limit). Defaults to `None`.
         mask_token_rate: float, share of the chosen tokens replaced by

@@ -103,12 +103,15 @@ class SubwordTokenizer(tf.Module):
     tokenizer is tracked when assigned as an attribute of a module being saved.
 
     Special ids are fixed: `pad_id=0`, `unk_id=1`, `start_id=2`, `end_id=3`.
-    `tokenize` never emits them (except `unk_id` for characters unseen in training
-    when the model has no byte fallback); adding start/end is the data pipeline's job.
+    [`tokenize`][keras_transformer.text.SubwordTokenizer.tokenize] never emits them
+    (except `unk_id` for characters unseen in training when the model has no byte
+    fallback); adding start/end is the data pipeline's job.
 
     Args:
-        model_proto: bytes, a serialized SentencePiece model as written by `train`
-            or `save` (the `subword.model` file).
+        model_proto: bytes, a serialized SentencePiece model as written by
+            [`train`][keras_transformer.text.SubwordTokenizer.train] or
+            [`save`][keras_transformer.text.SubwordTokenizer.save] (the
+            `subword.model` file).
         name: str, name of the module. Defaults to `"subword_tokenizer"`.
 
     Example:
@@ -215,7 +218,7 @@ class SubwordTokenizer(tf.Module):
             num_threads: int, training threads. Defaults to `None`, the CPU count.
             mask_token: bool, reserve id 4 for `<mask>` (`mask_id`), which
                 hides tokens in masked-language-model pretraining
-                (`keras_transformer.text.mask_tokens`); no text is split into
+                ([`keras_transformer.text.mask_tokens`][]); no text is split into
                 it. Defaults to `False`.
 
         Returns:
@@ -322,8 +325,9 @@ class SubwordTokenizer(tf.Module):
         Args:
             texts: list of str.
             dropout: float in `[0, 1)`, the probability of skipping a merge; `0`
-                gives the ids of `tokenize`. A `0.1` makes Multi30k's sentences
-                ~40% longer in pieces.
+                gives the ids of
+                [`tokenize`][keras_transformer.text.SubwordTokenizer.tokenize].
+                A `0.1` makes Multi30k's sentences ~40% longer in pieces.
             seed: int, seed of the sampling. Defaults to `None` (random).
 
         Returns:
@@ -391,7 +395,8 @@ class SubwordTokenizer(tf.Module):
 
         Returns:
             A `tf.string` tensor: a scalar for 1-D `ids`, shape `(batch,)` otherwise.
-            Use `decode` for Python strings.
+            Use [`decode`][keras_transformer.text.SubwordTokenizer.decode] for Python
+            strings.
 
         Raises:
             ValueError: for `ids` of another rank.
@@ -467,7 +472,8 @@ class SubwordTokenizer(tf.Module):
         """Writes `subword.model` (the SentencePiece model) and `subword.vocab`.
 
         `subword.vocab` lists one piece per line, line `i` holding id `i`; it is for
-        people to read and `load` ignores it.
+        people to read and [`load`][keras_transformer.text.SubwordTokenizer.load]
+        ignores it.
 
         Args:
             directory: str or path, folder to write into; created if missing.
@@ -495,7 +501,8 @@ class SubwordTokenizer(tf.Module):
 
     @classmethod
     def load(cls, directory):
-        """Reads a tokenizer written by `save`.
+        """Reads a tokenizer written by
+        [`save`][keras_transformer.text.SubwordTokenizer.save].
 
         Args:
             directory: str or path, folder holding `subword.model`.

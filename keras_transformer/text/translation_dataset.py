@@ -67,8 +67,9 @@ def fixed_shape_lengths(max_length, min_length=16):
     `1.5 * 2**k` (16, 24, 32, 48, 64, 96, 128, 192, 256, ...), multiples of 8 that
     suit accelerators, from `min_length` up to but not including `max_length`, then
     `max_length` itself. A sequence is padded by less than half its length (a third
-    on average), against about 5% with `length_bucket_boundaries`' fine buckets: the
-    price of compiling a handful of times instead of dozens.
+    on average), against about 5% with
+    [`length_bucket_boundaries`][keras_transformer.text.length_bucket_boundaries]'
+    fine buckets: the price of compiling a handful of times instead of dozens.
 
     Args:
         max_length: int >= 1, the longest sequence; the last length.
@@ -123,7 +124,7 @@ def translation_batch_shapes(
         max_length: int, the longest sequence kept. Defaults to `256`.
         batch_size_multiple: int, the data-parallel replicas. Defaults to `1`.
         lengths: list of int, the padded lengths. Defaults to
-            `fixed_shape_lengths(max_length)`.
+            [`fixed_shape_lengths(max_length)`][keras_transformer.text.fixed_shape_lengths].
 
     Returns:
         A list of `(rows, length)` int pairs, one per length, shortest first.
@@ -196,7 +197,7 @@ def tokenize_source(tokenizer, texts, max_length=None):
     the same format.
 
     Args:
-        tokenizer: a `SubwordTokenizer`.
+        tokenizer: a [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer].
         texts: str tensor (or list of str) of shape `(batch,)`.
         max_length: int, cut each sentence so that the output, end id included, is
             at most this long. Defaults to `None` (no limit).
@@ -229,8 +230,10 @@ def tokenize_target(tokenizer, texts, max_length=None):
     decoder at position `t` sees the target up to `t - 1` and predicts token `t`.
 
     Args:
-        tokenizer: a `SubwordTokenizer`, or a `MarianTokenizer` (whose
-            `tokenize_target` splits the targets).
+        tokenizer: a [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer], or a
+            [`MarianTokenizer`][keras_transformer.text.MarianTokenizer] (whose
+            [`tokenize_target`][keras_transformer.text.MarianTokenizer.tokenize_target] splits the
+            targets).
         texts: str tensor (or list of str) of shape `(batch,)`.
         max_length: int, cut each sentence so that both outputs are at most this
             long. Defaults to `None` (no limit).
@@ -450,20 +453,22 @@ def make_translation_dataset(
 ):
     """Batches of (source, target) sentence pairs for teacher-forced training.
 
-    Each pair is tokenized (`tokenize_source`: source ids + `end_id`;
-    `tokenize_target`: `start_id` + target ids as decoder input, target ids +
-    `end_id` as labels), grouped into a
-    bucket of similar length (`length_bucket_boundaries(max_length)`) and batched so
-    that a batch holds at most `tokens_per_batch` tokens on each side, padding
-    included, like the paper's ~25,000 source + 25,000 target tokens per batch.
-    Short sentences therefore come in large batches and long ones in small batches;
-    the last batch of a bucket may be smaller. The dataset has `tf.data` autotuning
-    turned off: with it, Keras stalled up to a minute an epoch deleting iterators.
+    Each pair is tokenized ([`tokenize_source`][keras_transformer.text.tokenize_source]: source
+    ids + `end_id`; [`tokenize_target`][keras_transformer.text.tokenize_target]: `start_id` +
+    target ids as decoder input, target ids + `end_id` as labels), grouped into a
+    bucket of similar length
+    ([`length_bucket_boundaries(max_length)`][keras_transformer.text.length_bucket_boundaries]) and
+    batched so that a batch holds at most `tokens_per_batch` tokens on each side,
+    padding included, like the paper's ~25,000 source + 25,000 target tokens per
+    batch. Short sentences therefore come in large batches and long ones in small
+    batches; the last batch of a bucket may be smaller. The dataset has `tf.data`
+    autotuning turned off: with it, Keras stalled up to a minute an epoch deleting
+    iterators.
 
     Args:
         pairs: list of `(source, target)` str pairs (e.g. from `load_multi30k`), or a
             `tf.data.Dataset` of `(source, target)` scalar `tf.string` pairs.
-        tokenizer: a `SubwordTokenizer`.
+        tokenizer: a [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer].
         tokens_per_batch: int, token budget per side: `batch * length` of the padded
             encoder input and of the padded decoder input each stay within it.
             Defaults to `4096`.
@@ -495,10 +500,10 @@ def make_translation_dataset(
             Defaults to `0` (keep every batch).
         subword_dropout: float in `[0, 1)`, or a `(source, target)` pair of them
             (e.g. `(0.1, 0.0)` for the source side only): BPE-dropout for training.
-            Each pass over the data splits the sentences afresh with
-            `tokenizer.tokenize_with_dropout`, seeded from `seed` and the pass
-            number (repeatable within one process only), so the model sees varied
-            segmentations of the same words.
+            Each pass over the data splits the sentences afresh, seeded from `seed`
+            and the pass number (repeatable within one process only), with
+            [`tokenize_with_dropout`][keras_transformer.text.SubwordTokenizer.tokenize_with_dropout]
+            so the model sees varied segmentations of the same words.
             Sequences get longer (~+20% tokens at `0.05` on Multi30k), so an epoch
             holds more batches. Needs `pairs` as a list; `cache` is ignored.
             Defaults to `0.0` (the fixed segmentation).
@@ -507,7 +512,9 @@ def make_translation_dataset(
             evenly): full batches are rounded down to a multiple (at least one
             multiple, which may exceed `tokens_per_batch` for the longest
             buckets) and smaller batches get rows of padding, which the
-            label-smoothed loss and `MaskedAccuracy` ignore. Defaults to `1`.
+            label-smoothed loss and
+            [`MaskedAccuracy`][keras_transformer.training.MaskedAccuracy] ignore.
+            Defaults to `1`.
         fixed_shapes: bool, for training and evaluating under XLA (JAX, or
             TensorFlow with `jit_compile=True`), which compiles the step once per
             input shape: the buckets are `fixed_lengths`, every batch is padded to
@@ -520,8 +527,8 @@ def make_translation_dataset(
             batches faster: leave it `False` there. Defaults to `False`.
         fixed_lengths: list of int, the padded lengths with `fixed_shapes=True`,
             increasing, the last at least `max_length`. Defaults to `None`
-            (`fixed_shape_lengths(max_length)`: 16, 24, 32, 48, 64, 96, 128, 192,
-            256 for the default `max_length`).
+            ([`fixed_shape_lengths(max_length)`][keras_transformer.text.fixed_shape_lengths]: 16,
+            24, 32, 48, 64, 96, 128, 192, 256 for the default `max_length`).
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_token_ids": [B, S], "decoder_token_ids":

@@ -57,12 +57,15 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
     `BertTokenizerLegacy`), the text is not NFC-normalised first, so a
     decomposed accent in cased text gives `[UNK]` as it does there; lower-casing
     is character by character (no final-sigma rule), as the Rust code does.
-    `decode` follows its `decode(ids, skip_special_tokens=True)` too: `##` joins,
-    and no space before `.`, `,`, `!` or `?`.
+    [`decode`][keras_transformer.text.WordPieceTokenizer.decode] follows its
+    `decode(ids, skip_special_tokens=True)` too: `##` joins, and no space before
+    `.`, `,`, `!` or `?`.
 
-    Tokenizing runs in Python (`tokenize` also works in `tf.data` through
-    `tf.py_function`, but cannot be exported in a SavedModel).
-    `start_id` is `[CLS]`, `end_id` `[SEP]`, `pad_id` `[PAD]`, `mask_id` `[MASK]`.
+    Tokenizing runs in Python
+    ([`tokenize`][keras_transformer.text.WordPieceTokenizer.tokenize] also works
+    in `tf.data` through `tf.py_function`, but cannot be exported in a
+    SavedModel). `start_id` is `[CLS]`, `end_id` `[SEP]`, `pad_id` `[PAD]`,
+    `mask_id` `[MASK]`.
 
     Args:
         vocabulary: list of str (the lines of `vocab.txt`, id = line number) or a

@@ -202,10 +202,11 @@ class CheckpointAveraging(keras.callbacks.Callback):
     Every `save_freq`, writes `model.save_weights` to `directory` and deletes
     the oldest of its own files beyond the last `num_checkpoints`. When
     training ends, sets the model's weights (trainable and non-trainable) to
-    the average of the kept checkpoints, as in `average_checkpoints`; the
+    the average of the kept checkpoints, as in
+    [`average_checkpoints`][keras_transformer.training.average_checkpoints]; the
     optimizer state is not changed. The kept files stay on disk. If no
-    checkpoint was written (e.g. `save_freq` larger than the run), the model
-    is left as trained.
+    checkpoint was written (e.g. `save_freq` larger than the run), the model is
+    left as trained.
 
     Files are named `epoch-XXXXX.weights.h5` (1-based epoch) with
     `save_freq="epoch"`, and `step-XXXXXXXX.weights.h5` (batches trained by

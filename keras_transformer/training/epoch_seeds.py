@@ -25,7 +25,7 @@ class EpochSeeds(keras.callbacks.Callback):
     its seed moved by the epoch number (`epoch_seed`): an epoch's masks depend only on
     the seeds (fixed by `keras.utils.set_random_seed` before the model is built) and
     the epoch number, so a resumed run repeats the uninterrupted one exactly (given the
-    same data order, see the translation example).
+    same data order, see [resuming a run][resuming] in the translation guide).
 
     On PyTorch, Keras draws the masks of a dropout built without an explicit seed
     from torch's global generator, which this callback leaves alone: resumed runs are

@@ -12,26 +12,29 @@ from keras_transformer.validation import is_int, is_real
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
-    """Token-level cross-entropy with label smoothing and padding ignored.
+    r"""Token-level cross-entropy with label smoothing and padding ignored.
 
     Takes sparse integer labels `y_true` of shape `(batch, length)` and
     per-token logits (or probabilities) `y_pred` of shape
     `(batch, length, vocab_size)`.
 
-    Smoothing convention: with `ε = label_smoothing` and `V = vocab_size`, the
-    target distribution is `(1 - ε) · onehot(label) + ε / V` on every class,
-    so the true class gets `1 - ε + ε / V` and each other class `ε / V`. The
-    per-token loss is the cross-entropy against that target,
+    Smoothing convention: with $\varepsilon$ = `label_smoothing` and $V$ =
+    `vocab_size`, the target distribution is
+    $(1 - \varepsilon)\,\operatorname{onehot}(y) + \varepsilon / V$ on every class
+    ($y$ the label), so the true class gets $1 - \varepsilon + \varepsilon / V$ and
+    each other class $\varepsilon / V$. The per-token loss is the cross-entropy
+    against that target, with $p$ the predicted probabilities,
 
-    ```
-    loss = (1 - ε) · (-log p[label]) + ε · mean_k(-log p[k])
-    ```
+    $$
+    \mathcal{L} = (1 - \varepsilon)\,(-\log p_y)
+        + \varepsilon \cdot \frac{1}{V} \sum_k (-\log p_k).
+    $$
 
     This is the convention of `keras.losses.CategoricalCrossentropy(label_smoothing=...)`
     and Szegedy et al.; fairseq's `label_smoothed_cross_entropy` instead spreads
-    `ε / (V - 1)` over the wrong classes only, which differs by `O(ε / V)`. The
-    loss is a cross-entropy, not a KL divergence, so with `ε > 0` its minimum
-    is the target's entropy rather than zero.
+    $\varepsilon / (V - 1)$ over the wrong classes only, which differs by
+    $O(\varepsilon / V)$. The loss is a cross-entropy, not a KL divergence, so with
+    $\varepsilon > 0$ its minimum is the target's entropy rather than zero.
 
     Padding: tokens whose label equals `pad_id` contribute nothing, and
     the default `"sum_over_batch_size"` reduction divides by the number of
@@ -46,7 +49,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     float16 or bfloat16 logits under mixed precision).
 
     Args:
-        label_smoothing: float in `[0, 1)`, the smoothing mass `ε`. `0` gives
+        label_smoothing: float in `[0, 1)`, the smoothing mass $\varepsilon$. `0` gives
             the plain sparse categorical cross-entropy. Defaults to `0.1`,
             the paper's value.
         pad_id: int or `None`, the label of padding tokens, which are ignored.
@@ -72,7 +75,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     3.4657
 
     Confident right logits cost more with smoothing than without, as the
-    smoothed target keeps `ε` of its mass on the other classes:
+    smoothed target keeps $\varepsilon$ of its mass on the other classes:
 
     >>> confident = 5.0 * keras.ops.one_hot(labels, 32)
     >>> round(float(loss(labels, confident)), 4)

@@ -22,7 +22,7 @@ def paper_optimizer(model_dim, warmup_steps=4000, scale=1.0, **kwargs):
 
     Returns:
         A `keras.optimizers.Adam` whose `learning_rate` is
-        `NoamSchedule(model_dim, warmup_steps, scale)`.
+        [`NoamSchedule(model_dim, warmup_steps, scale)`][keras_transformer.training.NoamSchedule].
 
     Example:
 

@@ -8,17 +8,17 @@ from keras_transformer.validation import is_int, is_real
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """Warmup then inverse square-root decay (Vaswani et al., 2017, eq. 3).
+    r"""Warmup then inverse square-root decay (Vaswani et al., 2017, eq. 3).
 
-    The rate is
+    With $d$ = `model_dim`, $w$ = `warmup_steps` and $s$ = `scale`, the rate at
+    step $t$ is
 
-    ```
-    lr = scale * model_dim ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
-    ```
+    $$
+    \mathit{lr}(t) = s \cdot d^{-0.5} \cdot \min\left(t^{-0.5},\; t \cdot w^{-1.5}\right),
+    $$
 
-    which grows linearly for the first `warmup_steps` steps, peaks at
-    `step == warmup_steps` with `scale * (model_dim * warmup_steps) ** -0.5`,
-    and then decays as `step ** -0.5`.
+    which grows linearly for the first $w$ steps, peaks at $t = w$ with
+    $s \cdot (d \, w)^{-0.5}$, and then decays as $t^{-0.5}$.
 
     Step numbering: Keras optimizers call the schedule with their `iterations`
     counter, which counts the updates already applied and so is `0` for the
