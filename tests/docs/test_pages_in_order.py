@@ -36,7 +36,7 @@ GUIDES = sorted(
     ]
 )
 
-FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^`\n]*)$")
+FENCE = re.compile(r"^[ \t]*```(?P<info>[^`\n]*)$")
 NOT_RUN = re.compile(r"^\s*<!--\s*not run by the tests:\s*(?P<why>.+?)\s*-->\s*$")
 RUNS_PATH = re.compile(r"(?<![\w/.-])runs/[\w./-]*\w")
 # Python that writes the folder named in the same statement.
@@ -147,7 +147,7 @@ def driver(blocks):
     steps = [(block.language, block.code, block.line) for block in blocks if not block.not_run]
     return textwrap.dedent(
         f"""\
-        import subprocess, sys
+        import subprocess
         namespace = {{"__name__": "__main__"}}
         for language, code, line in {steps!r}:
             print(f"--- the block at line {{line}} ({{language}})", flush=True)
@@ -233,6 +233,30 @@ def test_the_check_finds_a_folder_read_before_it_is_written_and_shared_paths():
 
 def test_the_check_accepts_folders_written_by_earlier_blocks():
     assert order_problems(code_blocks(FIXED)) == []
+
+
+@pytest.mark.parametrize(
+    "module, arguments",
+    [
+        ("examples.translation.train", []),
+        ("examples.translation.train", ["--quick"]),
+        ("examples.text_classification.pretrain", ["--quick"]),
+        ("examples.text_classification.pretrain", ["--imdb-dir", "{folder}"]),
+        ("examples.positions.extrapolation", ["--data-dir", "{folder}"]),
+        ("examples.positions.extrapolation", ["--quick", "--data-dir", "{folder}"]),
+        ("examples.text_classification.train", []),
+        ("examples.text_classification.train", ["--quick"]),
+        ("examples.text_classification.train", ["--init-from", "{folder}"]),
+        ("examples.text_classification.train", ["--init-from", "{folder}", "--lora-rank", "4"]),
+        ("examples.text_classification.train", ["--dataset", "imdb", "--data-dir", "{folder}"]),
+    ],
+)
+def test_the_default_folders_are_the_examples_own(module, arguments, tmp_path):
+    import importlib
+
+    arguments = [argument.format(folder=tmp_path) for argument in arguments]
+    expected = importlib.import_module(module).parse_args(arguments).output_dir
+    assert default_output(["python", "-m", module, *arguments]) == expected
 
 
 def test_the_driver_stops_at_the_first_failing_block(tmp_path):
