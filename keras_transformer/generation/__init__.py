@@ -7,7 +7,7 @@ The loops themselves (`greedy_search`, `beam_search`) take any step function, so
 they also work for other decoders.
 """
 
-from keras_transformer.generation.beam_search import beam_search
+from keras_transformer.generation.beam import beam_search
 from keras_transformer.generation.compiled import bucket_length, trace_count
 from keras_transformer.generation.greedy import greedy_search
 from keras_transformer.generation.language_model import generate_lm

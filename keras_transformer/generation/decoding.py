@@ -5,7 +5,7 @@ import random
 import numpy as np
 from keras import ops
 
-from keras_transformer.generation.beam_search import beam_search
+from keras_transformer.generation.beam import beam_search
 from keras_transformer.generation.compiled import compiled_function
 from keras_transformer.generation.greedy import greedy_search
 from keras_transformer.generation.sampling import greedy_choice, sample_choice

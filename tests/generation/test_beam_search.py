@@ -254,7 +254,7 @@ def test_shrinking_batch_changes_no_result(beams):
 def test_blockwise_top_k_equals_top_k():
     # Wide rows (beams x vocabulary) take their top-k through block maxima: the same
     # values and indices as `ops.top_k`, ties (rounded values, `-inf` rows) included.
-    from keras_transformer.generation.beam_search import _top_k
+    from keras_transformer.generation.beam import _top_k
 
     rng = np.random.default_rng(0)
     values = np.round(rng.normal(size=(6, 4 * 3001)), 1).astype("float32")
