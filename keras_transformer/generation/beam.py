@@ -121,30 +121,11 @@ def beam_search(
             state
         )
         rows = ops.shape(alive)[0]
-        if first:
-            # The beams of an input are all equal at the start: the first step runs
-            # the decoder on one of them and copies its logits and cache rows.
-            tokens = ops.reshape(ops.slice(alive, [0, 0, index], [rows, 1, 1]), (rows, 1))
-            first_beams = ops.arange(rows, dtype="int32") * beams
-            logits, cache = step_fn(tokens, take_rows(cache, first_beams), index, *context)
-            logits, cache = keras.tree.map_structure(
-                lambda t: ops.repeat(t, beams, axis=0), (logits, cache)
-            )
-        else:
-            tokens = ops.slice(alive, [0, 0, index], [rows, beams, 1])
-            logits, cache = step_fn(ops.reshape(tokens, (rows * beams, 1)), cache, index, *context)
-        vocabulary_size = logits.shape[-1]
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        log_probs = ops.reshape(log_probs, (rows, beams, vocabulary_size))
-
+        log_probs, cache = _beam_log_probs(step_fn, alive, cache, index, context, first)
+        vocabulary_size = log_probs.shape[-1]
         next_index = index + 1
         in_prompt = next_index < prompt_lengths
-        # Inside a prompt every beam must take the prompt token, at no cost.
-        prompt_token = ops.slice(alive, [0, 0, next_index], [rows, 1, 1])
-        forced = ops.where(
-            ops.arange(vocabulary_size, dtype="int32")[None, None, :] == prompt_token, 0.0, _NEG_INF
-        )
-        log_probs = ops.where(in_prompt[:, None, None], forced, log_probs)
+        log_probs = _force_prompt(log_probs, alive, next_index, in_prompt)
 
         totals = alive_log_probs[:, :, None] + log_probs
         totals = ops.reshape(totals, (rows, beams * vocabulary_size))
@@ -219,6 +200,35 @@ def beam_search(
         batch_sizes(batch_size) if shrink_batch else [batch_size],
     )
     return finished, scores, index + 1
+
+
+def _beam_log_probs(step_fn, alive, cache, index, context, first):
+    """Runs `step_fn` on every beam's token at `index`: float32 log-probabilities
+    `(rows, beams, vocabulary)` of the next token, and the updated cache."""
+    rows, beams = ops.shape(alive)[0], alive.shape[1]
+    if first:
+        # The beams of an input are all equal at the start: the first step runs
+        # the decoder on one of them and copies its logits and cache rows.
+        tokens = ops.reshape(ops.slice(alive, [0, 0, index], [rows, 1, 1]), (rows, 1))
+        first_beams = ops.arange(rows, dtype="int32") * beams
+        logits, cache = step_fn(tokens, take_rows(cache, first_beams), index, *context)
+        logits, cache = keras.tree.map_structure(
+            lambda t: ops.repeat(t, beams, axis=0), (logits, cache)
+        )
+    else:
+        tokens = ops.slice(alive, [0, 0, index], [rows, beams, 1])
+        logits, cache = step_fn(ops.reshape(tokens, (rows * beams, 1)), cache, index, *context)
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    return ops.reshape(log_probs, (rows, beams, logits.shape[-1])), cache
+
+
+def _force_prompt(log_probs, alive, next_index, in_prompt):
+    """Inside a prompt every beam must take the prompt's token, at no cost: for the
+    rows `in_prompt`, log-probability 0 for that token and -inf for the others."""
+    prompt_token = ops.slice(alive, [0, 0, next_index], [ops.shape(alive)[0], 1, 1])
+    vocabulary = ops.arange(log_probs.shape[-1], dtype="int32")[None, None, :]
+    forced = ops.where(vocabulary == prompt_token, 0.0, _NEG_INF)
+    return ops.where(in_prompt[:, None, None], forced, log_probs)
 
 
 def _top_k(values, k, block=128):
