@@ -132,6 +132,16 @@ def run_once(tree, command, output):
     return time.perf_counter() - started
 
 
+def benchmark_backend(command):
+    """The `--backend` the benchmark's flags name (`--backend jax` or `--backend=jax`), or None."""
+    for i, flag in enumerate(command):
+        if flag == "--backend" and i + 1 < len(command):
+            return command[i + 1]
+        if flag.startswith("--backend="):
+            return flag.partition("=")[2]
+    return None
+
+
 def main(argv=None):
     args = parse_args(argv)
     from machine import cpu_description, load_average, load_note, versions
@@ -181,6 +191,10 @@ def main(argv=None):
     ]
     print("\n".join(notes) + "\n\n" + text)
     if args.output:
+        # The versions of the backend the benchmark ran on, not this process's default.
+        backend = benchmark_backend(args.command)
+        if backend:
+            os.environ["KERAS_BACKEND"] = backend
         backend, found = versions()
         append_section(
             args.output,

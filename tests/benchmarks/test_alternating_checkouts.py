@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 
-from alternating_checkouts import parse_args, ratios_of  # noqa: E402
+from alternating_checkouts import benchmark_backend, parse_args, ratios_of  # noqa: E402
 
 # What training.py appends (a notes line, then its table); an earlier table is ignored.
 REPORT = """\
@@ -32,6 +32,14 @@ def test_ratios_are_the_medians_of_the_last_table_by_row_and_column():
         # generation.py's rows start with the batch size.
         ("32 / on / ours_greedy", "ours / this"): 1.62,
     }
+
+
+def test_the_recorded_backend_is_the_one_the_benchmark_ran_on():
+    assert benchmark_backend(["benchmarks/generation.py", "--backend", "jax", "--jit", "on"]) == (
+        "jax"
+    )
+    assert benchmark_backend(["benchmarks/generation.py", "--backend=torch"]) == "torch"
+    assert benchmark_backend(["benchmarks/training.py", "--steps", "8"]) is None
 
 
 def test_a_report_without_a_table_is_refused():
