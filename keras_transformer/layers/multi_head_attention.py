@@ -12,7 +12,6 @@ from keras_transformer.layers.projection_options import (
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.ops.alibi import alibi_bias
 from keras_transformer.ops.attention import attend
-from keras_transformer.ops.backend_paths import fused_attention_pays
 from keras_transformer.ops.masks import (
     causal_mask,
     check_mask_shape,
@@ -291,8 +290,6 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 "width and `num_heads` whose quotient is even)."
             )
         self._value_dim = self.value_dim or self._key_dim
-        # Decided once: whether `keras.ops.dot_product_attention` beats the explicit path.
-        self._fused_pays = fused_attention_pays(self.compute_dtype)
         self._num_kv_heads = self.num_key_value_heads or self.num_heads
         if value_shape is None:
             value_shape = query_shape
@@ -479,7 +476,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new_steps)
             k, v = cache[:, 0], cache[:, 1]
 
-        mask = self._attention_mask(
+        masks = self._attention_masks(
             ops.shape(q)[1], ops.shape(k)[1], start, attention_mask,
             use_causal_mask or decoding, query_mask,
             None if cache is not None else value_mask, key_mask,
@@ -491,13 +488,11 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             q,
             k,
             v,
-            mask=mask,
+            **masks,
             bias=bias,
             dropout=self.dropout if training else 0.0,
             seed=self.seed_generator,
-            scale=None,
             flash_attention=flash_attention,
-            fused=self._value_dim == self._key_dim and (flash_attention or self._fused_pays),
             return_attention_scores=return_attention_scores,
             elementwise=grouped or None,
         )
@@ -520,7 +515,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             return self.flash_attention
         return keras.config.is_flash_attention_enabled()
 
-    def _attention_mask(
+    def _attention_masks(
         self,
         query_length,
         key_length,
@@ -531,7 +526,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         value_mask,
         key_mask,
     ):
-        """The boolean mask, broadcastable to `(batch, heads, T, S)`, or `None`.
+        """The masks as `attend` takes them: padding, causality and the rest apart.
 
         Checks the masks a caller passed (the layer's only checks at call time): the
         attention mask `(batch, T, S)` or `(batch, heads, T, S)` and the key mask
@@ -559,20 +554,27 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         check_mask_shape(
             key_mask, None, static_key, name="key_mask` (a block's padding mask", ranks=(2,)
         )
-        # Every mask broadcast to rank 4 with `expand_dims`, which LiteRT's built-in
-        # operators cover (a new axis by indexing becomes a TensorFlow-only op there).
-        return merge_masks(
-            None if query_mask is None else _expand(query_mask, (1, 3)),
-            None if value_mask is None else _expand(value_mask, (1, 2)),
-            None if key_mask is None else _expand(key_mask, (1, 2)),
-            attention_mask,
-            # With a cache, unfilled slots lie in every new step's future, so this also
-            # hides them.
-            _expand(causal_mask(query_length, key_length, start), (0, 1)) if causal else None,
-            None
-            if self.sliding_window is None
-            else _expand(
-                sliding_window_mask(query_length, key_length, self.sliding_window, start), (0, 1)
+        # Causality from a cache's first slot is the kernel's flag; from a later step it is a
+        # mask. With a cache, unfilled slots lie in every new step's future, so it also hides
+        # them.
+        from_first_key = isinstance(start, int) and start == 0
+        return dict(
+            query_padding=query_mask,
+            key_padding=merge_masks(value_mask, key_mask),
+            causal=causal and from_first_key,
+            # Broadcast to rank 4 with `expand_dims`, which LiteRT's built-in operators
+            # cover (a new axis by indexing becomes a TensorFlow-only op there).
+            mask=merge_masks(
+                attention_mask,
+                _expand(causal_mask(query_length, key_length, start), (0, 1))
+                if causal and not from_first_key
+                else None,
+                None
+                if self.sliding_window is None
+                else _expand(
+                    sliding_window_mask(query_length, key_length, self.sliding_window, start),
+                    (0, 1),
+                ),
             ),
         )
 

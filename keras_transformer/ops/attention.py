@@ -4,7 +4,7 @@ import math
 
 from keras import ops
 
-from keras_transformer.ops.backend_paths import fused_attention_pays
+from keras_transformer.ops.backend_paths import fused_attention_kernel, fused_attention_pays
 from keras_transformer.ops.dropout import dropout as dropout_op
 from keras_transformer.ops.masks import causal_mask, check_mask_shape, merge_masks
 
@@ -180,9 +180,6 @@ def scaled_dot_product_attention(
         mask = ops.convert_to_tensor(mask)
         check_mask_shape(mask, query.shape[1], key.shape[1], name="mask", ranks=(2, 3, 4))
         mask = _as_rank4_mask(mask)
-    if is_causal:
-        causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1])[None, None, :, :]
-        mask = merge_masks(mask, causal)
     dropout_active = bool(training) and dropout > 0.0
     if flash_attention:
         _check_flash_attention(dropout_active, return_attention_scores, query, value, bias)
@@ -191,13 +188,12 @@ def scaled_dot_product_attention(
         key,
         value,
         mask=mask,
+        causal=is_causal,
         bias=bias,
         dropout=dropout if dropout_active else 0.0,
         seed=seed,
         scale=scale,
         flash_attention=flash_attention,
-        fused=value.shape[-1] == query.shape[-1]
-        and (flash_attention or fused_attention_pays(query.dtype)),
         return_attention_scores=return_attention_scores,
     )
 
@@ -206,32 +202,39 @@ def attend(
     query,
     key,
     value,
-    mask,
-    bias,
-    dropout,
-    seed,
-    scale,
-    flash_attention,
-    fused,
-    return_attention_scores,
+    *,
+    mask=None,
+    query_padding=None,
+    key_padding=None,
+    causal=False,
+    bias=None,
+    dropout=0.0,
+    seed=None,
+    scale=None,
+    flash_attention=None,
+    return_attention_scores=False,
     elementwise=None,
 ):
     """The attention itself, for callers that checked their arguments.
 
     `scaled_dot_product_attention` checks and normalises its arguments and calls
-    this; so does `MultiHeadAttention`, which checks its own.
+    this; so does `MultiHeadAttention`, which checks its own. The padding and
+    causality come apart from any other mask, so that a fused kernel that takes
+    them as lengths and a flag gets them so (`fused_attention_kernel`); every
+    other path merges them into one boolean mask.
 
     Args:
         query, key, value: rank-4 tensors of one dtype, `(batch, length, heads, size)`;
             the key/value heads divide the query heads.
         mask: boolean tensor broadcastable to `(batch, heads, T, S)`, or `None`.
+        query_padding: boolean `(batch, T)`, `False` at padded queries, or `None`.
+        key_padding: boolean `(batch, S)`, `False` at padded keys, or `None`.
+        causal: bool, query `t` attends keys `s <= t` only.
         bias: float tensor broadcastable to the logits, or `None`.
         dropout: float, the dropout rate on the probabilities (`0.0`: none).
         seed: `keras.random.SeedGenerator` or int for the dropout.
         scale: float or `None` (`1 / sqrt(head_dim)`).
         flash_attention: bool or `None`, handed to `keras.ops.dot_product_attention`.
-        fused: bool, whether `keras.ops.dot_product_attention` may run (it does
-            unless dropout, scores or a bias need the explicit path).
         return_attention_scores: bool.
         elementwise: bool, multiply and sum each query against the keys and
             values, for a few queries on a long cache; `None` does so for a
@@ -243,12 +246,46 @@ def attend(
     head_dim = query.shape[-1]
     if scale is None:
         scale = 1.0 / math.sqrt(head_dim)
+    # Dropout, scores and a bias need the explicit path; so does a value head size other
+    # than the query's, which Keras's fused op does not take.
+    fused = (
+        not dropout
+        and not return_attention_scores
+        and bias is None
+        and value.shape[-1] == head_dim
+        and bool(flash_attention or fused_attention_pays(query.dtype))
+    )
+    # The kernel's causal flag aligns query 0 with key 0: a prefill's queries, not a step's.
+    query_length, key_length = query.shape[1], key.shape[1]
+    aligned = not causal or (None not in (query_length, key_length) and query_length <= key_length)
+    kernel = fused and mask is None and aligned
+    kernel = kernel and fused_attention_kernel(query.dtype, head_dim, flash_attention)
+    if kernel:
+        from keras_transformer.ops.cudnn_attention import padded_attention
+
+        return padded_attention(
+            query,
+            key,
+            value,
+            scale=scale,
+            causal=causal,
+            query_padding=query_padding,
+            key_padding=key_padding,
+            implementation=kernel,
+        )
+
+    mask = merge_masks(
+        None if query_padding is None else _expand(query_padding, (1, 3)),
+        None if key_padding is None else _expand(key_padding, (1, 2)),
+        mask,
+        _expand(causal_mask(ops.shape(query)[1], ops.shape(key)[1]), (0, 1)) if causal else None,
+    )
     num_heads, num_kv_heads = query.shape[2], key.shape[2]
     if num_kv_heads != num_heads:
         key = ops.repeat(key, num_heads // num_kv_heads, axis=2)
         value = ops.repeat(value, num_heads // num_kv_heads, axis=2)
 
-    if fused and not dropout and not return_attention_scores and bias is None:
+    if fused:
         outputs = ops.dot_product_attention(
             query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
         )
@@ -297,3 +334,11 @@ def attend(
     if return_attention_scores:
         return outputs, ops.cast(scores, query.dtype)
     return outputs
+
+
+def _expand(mask, axes):
+    """`mask` with new axes, by `expand_dims`, which LiteRT's built-in operators cover."""
+    mask = ops.cast(mask, "bool")
+    for axis in axes:
+        mask = ops.expand_dims(mask, axis)
+    return mask

@@ -37,6 +37,35 @@ def fused_attention_pays(dtype):
     return not keras.distribution.list_devices()[0].lower().startswith("cpu")
 
 
+def fused_attention_kernel(dtype, head_dim, flash_attention):
+    """The fused kernel that takes padding as lengths and causality as its flag, or `None`.
+
+    JAX's cuDNN attention skips padded and future keys when told their lengths
+    and `is_causal` (`keras_transformer.ops.cudnn_attention`), which Keras's
+    `dot_product_attention` cannot say: it hands a padding mask over as a bias
+    the kernel refuses, and runs XLA's attention instead. The kernel takes
+    bfloat16 and float16 heads of at most 128 features, a multiple of 8, on an
+    NVIDIA GPU; `flash_attention=True` asks for it whatever the device, as
+    Keras's flag does, so that a program can be lowered for CUDA on a CPU
+    machine (JAX then raises where the kernel cannot run).
+
+    Args:
+        dtype: the dtype of the queries.
+        head_dim: int, the size of a query head.
+        flash_attention: bool or `None`, the layer's (or Keras's global) flag.
+
+    Returns:
+        `"cudnn"` or `None`.
+    """
+    if _backend() != "jax" or flash_attention is False:
+        return None
+    if flash_attention:
+        return "cudnn"
+    takes = keras.backend.standardize_dtype(dtype) in ("bfloat16", "float16")
+    takes = takes and head_dim is not None and head_dim % 8 == 0 and head_dim <= 128
+    return "cudnn" if takes and keras.distribution.list_devices()[0].startswith("gpu") else None
+
+
 def dropout_draws_bit_pairs():
     """Whether dropout draws 16 random bits per element (two per 32-bit integer).
 
