@@ -12,6 +12,8 @@ import os
 import sys
 import traceback
 
+from examples.compilation_cache import DEFAULT_DIRECTORY, enable_compilation_cache
+
 
 def add_debug_flags(parser, training=False):
     """`--debug` (tracebacks) and `--verbose` (TensorFlow's C++ log lines, see native_logs).
@@ -36,6 +38,39 @@ def add_precision_flag(parser):
         choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
         help="dtype policy; auto: mixed_bfloat16 on CPUs with native bfloat16, else float32",
     )
+
+
+def add_compilation_cache_flag(parser):
+    """`--compilation-cache DIR|off`, which `check_compilation_cache` reads."""
+    parser.add_argument(
+        "--compilation-cache",
+        default=DEFAULT_DIRECTORY,
+        metavar="DIR|off",
+        help="JAX: keep the compiled training and evaluation steps in DIR, so that a later run "
+        f"of the same model and shapes loads them instead of compiling (default: "
+        f"{DEFAULT_DIRECTORY}); off: compile anew in every run. No effect on TensorFlow, "
+        "which keeps no XLA programs between runs, or on PyTorch",
+    )
+
+
+def check_compilation_cache(parser, value):
+    """`--compilation-cache` as a folder, or `None` for `off`; a file there is a usage error."""
+    if value == "off":
+        return None
+    if os.path.exists(value) and not os.path.isdir(value):
+        parser.error(f"--compilation-cache '{value}' exists and is not a directory")
+    return value
+
+
+def start_compilation_cache(directory):
+    """Turns JAX's compilation cache on in `directory` (`None`: off) and says so in one line.
+
+    Call it before the first step compiles: programs compiled earlier are not kept.
+    """
+    folder = enable_compilation_cache(directory)
+    if folder is not None:
+        print(f"compilation cache: {folder} (XLA's programs, reused by the next run)")
+    return folder
 
 
 def add_mesh_flag(parser):

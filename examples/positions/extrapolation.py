@@ -28,12 +28,15 @@ import keras
 import numpy as np
 
 from examples.command_line import (
+    add_compilation_cache_flag,
     add_debug_flags,
+    check_compilation_cache,
     check_positive,
     check_positive_number,
     command_line,
     fill_defaults,
     run_command,
+    start_compilation_cache,
 )
 from examples.text_classification import data
 from keras_transformer.models import TransformerLM
@@ -92,12 +95,14 @@ def parse_args(argv):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None)
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
+    add_compilation_cache_flag(parser)
     add_debug_flags(parser)
     args = parser.parse_args(argv)
     fill_defaults(args, QUICK if args.quick else FULL)
     for name in POSITIVE:
         check_positive(parser, name, getattr(args, name))
     check_positive_number(parser, "learning_rate", args.learning_rate)
+    args.compilation_cache = check_compilation_cache(parser, args.compilation_cache)
     args.positions = [p.strip() for p in args.positions.split(",") if p.strip()]
     unknown = [p for p in args.positions if p not in POSITIONS]
     if unknown or not args.positions:
@@ -227,6 +232,7 @@ def main(argv=None):
 
 def run(args, argv):
     command = command_line("examples.positions.extrapolation", argv)
+    start_compilation_cache(args.compilation_cache)
     train_texts, _ = data.load_imdb("train", args.data_dir, seed=args.seed)
     test_texts, _ = data.load_imdb("test", args.data_dir, seed=args.seed)
     train_texts = [data.clean_imdb_text(t) for t in train_texts[: args.train_reviews]]
@@ -256,7 +262,9 @@ def run(args, argv):
         }
         print(f"{position}: trained in {seconds:.0f} s, final loss {loss:.4f}; perplexity", scores)
     os.makedirs(args.output_dir, exist_ok=True)
-    settings = {k: v for k, v in vars(args).items() if k not in ("debug", "verbose")}
+    settings = {
+        k: v for k, v in vars(args).items() if k not in ("debug", "verbose", "compilation_cache")
+    }
     with open(os.path.join(args.output_dir, "results.json"), "w", encoding="utf-8") as file:
         json.dump({"command": command, "settings": settings, "results": results}, file, indent=1)
     save_figure(results, args, os.path.join(args.output_dir, "extrapolation.png"))

@@ -3,9 +3,11 @@
 import argparse
 
 from examples.command_line import (  # noqa: F401 - the tools import these from here
+    add_compilation_cache_flag,
     add_debug_flags,
     add_mesh_flag,
     add_precision_flag,
+    check_compilation_cache,
     check_mesh,
     check_positive,
     check_rate,
@@ -13,12 +15,14 @@ from examples.command_line import (  # noqa: F401 - the tools import these from 
     fill_defaults,
     prepare_devices,
     run_command,
+    start_compilation_cache,
 )
 from examples.command_line import command_line as shared_command_line
 
 
 def add_common_flags(parser):
     add_precision_flag(parser)
+    add_compilation_cache_flag(parser)
     parser.add_argument("--seed", type=int, default=0, help="data order, masks and weights")
     add_debug_flags(parser, training=True)
 

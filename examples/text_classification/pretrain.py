@@ -36,12 +36,14 @@ from examples.text_classification import data
 from examples.text_classification.cli import (
     add_common_flags,
     add_model_flags,
+    check_compilation_cache,
     check_positive,
     check_rate,
     command_line,
     fill_defaults,
     model_overrides,
     run_command,
+    start_compilation_cache,
 )
 from examples.text_classification.pretraining_curve import (
     PretrainingCurve,
@@ -162,6 +164,7 @@ def parse_args(argv):
         parser.error(f"--curve: no directory for '{args.curve}'")
     check_rate(parser, "dropout", args.dropout)
     args.overrides = model_overrides(parser, args)
+    args.compilation_cache = check_compilation_cache(parser, args.compilation_cache)
     if args.imdb_limit is not None and args.imdb_limit < 0:
         parser.error(f"--imdb-limit must be 0 or more; got {args.imdb_limit}")
     if not args.quick and args.imdb_dir is None:
@@ -195,6 +198,7 @@ def run(args, argv):
     from keras_transformer.text.classification_dataset import classification_batch_shapes
 
     command = command_line("pretrain", argv)
+    start_compilation_cache(args.compilation_cache)
     keras.utils.set_random_seed(args.seed)
     started = time.time()
     texts, count = training_texts(args)

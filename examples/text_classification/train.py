@@ -48,6 +48,7 @@ from examples.text_classification.cli import (
     add_common_flags,
     add_mesh_flag,
     add_model_flags,
+    check_compilation_cache,
     check_mesh,
     check_positive,
     check_rate,
@@ -56,6 +57,7 @@ from examples.text_classification.cli import (
     model_overrides,
     prepare_devices,
     run_command,
+    start_compilation_cache,
 )
 from examples.text_classification.evaluation import classify, scores_for
 from examples.text_classification.schedule import fine_tuning_optimizer
@@ -153,6 +155,7 @@ def parse_args(argv):
     check_rate(parser, "dropout", args.dropout)
     args.overrides = model_overrides(parser, args)
     args.mesh = check_mesh(parser, args.mesh)
+    args.compilation_cache = check_compilation_cache(parser, args.compilation_cache)
     if args.mesh and args.batch_size % args.mesh[0]:
         data = args.mesh[0]
         parser.error(
@@ -329,6 +332,7 @@ def run(args, argv):
 
     command = command_line("train", argv)
     prepare_devices(args.mesh)  # before the backend runs anything
+    start_compilation_cache(args.compilation_cache)
     keras.utils.set_random_seed(args.seed)
     started = time.time()
     (train_texts, train_labels), validation, reported = load_texts(args)

@@ -39,3 +39,7 @@ QUICK = dict(
     checkpoint_every=None,
     min_tokens_per_batch=0,
 )
+# The default `tokens_per_batch` of both runs on a GPU (`tokens_per_batch.py`): the paper's
+# batches held "approximately 25000 source tokens and 25000 target tokens" (Vaswani et al.,
+# 2017, section 5.1).
+GPU_TOKENS_PER_BATCH = 25_000

@@ -26,7 +26,13 @@ shapes (`make_translation_dataset(fixed_shapes=True)`), so the training and eval
 steps compile a few times, not once per batch; `--verbose` prints each epoch's time,
 tokens per second and compilations. `--fixed-shapes on|off` chooses the padding whatever
 the backend: a long run under XLA may spend less time on unpadded batches' arithmetic than
-it spends compiling their shapes (see benchmarks/RESULTS.md).
+it spends compiling their shapes (see benchmarks/RESULTS.md). On JAX the compiled steps
+are kept in runs/jax_compilation_cache, so the next run of the same model loads them
+(`--compilation-cache DIR|off`, examples/compilation_cache.py).
+
+On a GPU the batches default to the paper's 25,000 tokens a side, elsewhere to 4,096
+(`--tokens-per-batch` decides when given), and the learning-rate warmup then takes fewer
+steps, covering as many tokens as the CPU default's; the run prints which applied.
 """
 
 import argparse
@@ -42,9 +48,11 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from examples.command_line import (
+    add_compilation_cache_flag,
     add_debug_flags,
     add_mesh_flag,
     add_precision_flag,
+    check_compilation_cache,
     check_mesh,
     check_non_negative,
     check_non_negative_number,
@@ -55,12 +63,15 @@ from examples.command_line import (
     fill_defaults,
     prepare_devices,
     run_command,
+    start_compilation_cache,
 )
 from examples.compilations import CompilationCounter
 from examples.translation.data import DEFAULT_DATA_DIR, load_multi30k
 from examples.translation.pictures import save_attention_picture, save_position_picture
-from examples.translation.settings import FULL, QUICK
+from examples.translation.settings import FULL, GPU_TOKENS_PER_BATCH, QUICK
+from examples.translation.tokens_per_batch import choose_tokens_per_batch, warmup_for
 from examples.translation.translator import translate
+from keras_transformer.models.factory import detect_device
 from keras_transformer.saving import (
     export_serving,
     load_huggingface,
@@ -130,7 +141,15 @@ def parse_args(argv):
     parser.add_argument("--output-dir", default=None, help="defaults to runs/multi30k[-quick]")
     parser.add_argument("--preset", default=None, choices=["tiny", "small", "base", "big"])
     parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--tokens-per-batch", type=int, default=None)
+    parser.add_argument(
+        "--tokens-per-batch",
+        type=int,
+        default=None,
+        help=f"the token budget of a batch, per side (default: {GPU_TOKENS_PER_BATCH:,} on a "
+        f"GPU, the paper's batches of about {GPU_TOKENS_PER_BATCH:,} source and target "
+        f"tokens; {FULL['tokens_per_batch']:,} on a CPU, the size the CPU runs were "
+        "timed with)",
+    )
     parser.add_argument("--vocabulary-size", type=int, default=None)
     parser.add_argument("--warmup-steps", type=int, default=None)
     parser.add_argument(
@@ -194,6 +213,7 @@ def parse_args(argv):
         "on a CPU (faster there)",
     )
     add_mesh_flag(parser)
+    add_compilation_cache_flag(parser)
     parser.add_argument(
         "--marian",
         action="store_true",
@@ -210,7 +230,7 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0, help="data order, dropout and weights")
     add_debug_flags(parser, training=True)
     args = parser.parse_args(argv)
-    given = (*ARCHITECTURE_FLAGS, "norm_first")
+    given = (*ARCHITECTURE_FLAGS, "norm_first", "tokens_per_batch", "warmup_steps")
     args.explicit = {name for name in given if getattr(args, name) is not None}
     fill_defaults(args, QUICK if args.quick else FULL)
     if args.output_dir is None:
@@ -236,6 +256,7 @@ def check_arguments(parser, args):
     if args.dropout is not None:
         check_rate(parser, "dropout", args.dropout)
     args.mesh = check_mesh(parser, args.mesh)
+    args.compilation_cache = check_compilation_cache(parser, args.compilation_cache)
     if not os.path.isdir(args.data_dir):
         parser.error(f"--data-dir '{args.data_dir}' is not a directory")
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
@@ -358,6 +379,7 @@ def print_batch_shapes(args, fixed_shapes, batch_size_multiple, train_shapes, va
 def run(args, argv):
     command = command_line("examples.translation.train", argv)
     prepare_devices(args.mesh)  # before the backend runs anything
+    start_compilation_cache(args.compilation_cache)
     keras.utils.set_random_seed(args.seed)
     started = time.time()
 
@@ -367,6 +389,20 @@ def run(args, argv):
         for split in ("val", "test_2016_flickr")
     }
     print(f"data: {len(train_pairs)} training pairs from {args.data_dir}")
+    requested = args.tokens_per_batch if "tokens_per_batch" in args.explicit else None
+    args.tokens_per_batch, why = choose_tokens_per_batch(
+        detect_device(), requested, cpu_default=args.tokens_per_batch
+    )
+    print(f"batches: at most {args.tokens_per_batch:,} tokens per side ({why})")
+    if requested is None and "warmup_steps" not in args.explicit:
+        default_tokens = (QUICK if args.quick else FULL)["tokens_per_batch"]
+        warmup = warmup_for(args.tokens_per_batch, args.warmup_steps, default_tokens)
+        if warmup != args.warmup_steps:
+            print(
+                f"warmup: {warmup} steps, as many tokens as {args.warmup_steps} steps of "
+                f"{default_tokens:,} (--warmup-steps decides when given)"
+            )
+            args.warmup_steps = warmup
 
     pretrained = None
     if args.init_from is not None:

@@ -89,3 +89,29 @@ def test_counter_counts_the_steps_compile_events(name, step):
     epoch = counter.epochs[0]
     assert (epoch["train"], epoch["test"]) == (int(step == "train"), int(step == "test"))
     assert epoch["train_seconds"] + epoch["test_seconds"] == (2.5 if step else 0.0)
+
+
+def test_counter_counts_steps_loaded_from_the_compilation_cache_apart():
+    counter = CompilationCounter()
+    counter.available = True  # as on JAX
+    load = "/jax/compilation_cache/cache_retrieval_time_sec"
+    compile_event = "/jax/core/compile/backend_compile_duration"
+    counter.on_epoch_begin(0)
+    # JAX records a load inside the compile event of the same program.
+    for name in ("jit(train_step)", "jit(test_step)", "jit(helper)"):
+        counter._record(load, 0.05)
+        counter._record(compile_event, 0.25, fun_name=name)
+    counter.on_epoch_end(0)
+    counter.on_epoch_begin(1)
+    counter._record(compile_event, 2.5, fun_name="jit(test_step)")  # a new shape
+    counter.on_epoch_end(1)
+    first, second = counter.epochs
+    assert (first["train"], first["test"], first["loaded"]) == (0, 0, 2)
+    assert first["loaded_seconds"] == 0.5 and first["train_seconds"] == 0.0
+    assert (second["train"], second["test"], second["loaded"]) == (0, 1, 0)
+    assert counter.total == (0, 1)
+    first, second = counter.summary()
+    assert first.endswith(
+        "the test step 0 times (0.0 s); loaded the steps 2 times from the compilation cache (0.5 s)"
+    )
+    assert second.endswith("the test step 1 times (2.5 s)")

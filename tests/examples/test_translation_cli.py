@@ -13,6 +13,9 @@ import pytest
 from examples.native_logs import is_native_log_line
 from examples.translation import train
 from examples.translation import translate as translate_cli
+from examples.translation.settings import FULL, QUICK
+from examples.translation.tokens_per_batch import choose_tokens_per_batch
+from keras_transformer.models.factory import DeviceInfo
 from tests.fresh_python import run_python
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,6 +59,86 @@ def test_train_rejects_a_bad_flag_in_one_line(argv, message, capsys):
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("python -m examples.translation.train: error:")
     assert message in error
+
+
+GPU = DeviceInfo("gpu", "GPU: H100", (9, 0))
+CPU = DeviceInfo("cpu", "CPU", cpu_flags=frozenset({"avx2"}))
+
+
+@pytest.mark.parametrize(
+    "device, requested, expected",
+    [
+        (GPU, None, 25_000),  # the paper's batches (section 5.1)
+        (CPU, None, 4096),  # QUICK's and FULL's, as before
+        (DeviceInfo("tpu", "TPU: v4"), None, 4096),
+        (GPU, 4096, 4096),  # the flag wins on any device
+        (CPU, 25_000, 25_000),
+        (GPU, 512, 512),
+    ],
+    ids=["gpu", "cpu", "tpu", "flag-on-gpu", "flag-on-cpu", "small-flag-on-gpu"],
+)
+def test_tokens_per_batch_default_follows_the_device(device, requested, expected):
+    tokens, reason = choose_tokens_per_batch(device, requested)
+    assert tokens == expected
+    if requested is not None:
+        assert reason == "given by --tokens-per-batch"
+    elif device.platform == "gpu":
+        assert "the default on a GPU" in reason and "25,000 source and 25,000 target" in reason
+    else:
+        assert reason == f"the default on a {device.platform.upper()}; 25,000 on a GPU"
+    assert (QUICK["tokens_per_batch"], FULL["tokens_per_batch"]) == (4096, 4096)
+
+
+@pytest.mark.parametrize(
+    "argv, explicit, value",
+    [([], False, 4096), (["--tokens-per-batch", "2048"], True, 2048)],
+    ids=["default", "flag"],
+)
+def test_train_remembers_whether_tokens_per_batch_was_given(argv, explicit, value):
+    args = train.parse_args(["--quick", *argv])
+    assert ("tokens_per_batch" in args.explicit) is explicit
+    assert args.tokens_per_batch == value  # before the device is known: the CPU default
+
+
+def test_train_help_names_both_defaults(capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 25,000 on a GPU, the paper's batches of about 25,000 source" in help_text
+    assert "4,096 on a CPU" in help_text
+
+
+@pytest.mark.parametrize(
+    "device, argv, line",
+    [
+        (GPU, [], "25,000 tokens per side (the default on a GPU: the paper's batches of about "
+         "25,000 source and 25,000 target tokens)"),
+        (CPU, [], "4,096 tokens per side (the default on a CPU; 25,000 on a GPU)"),
+        (GPU, ["--tokens-per-batch", "6000"],
+         "6,000 tokens per side (given by --tokens-per-batch)"),
+    ],
+    ids=["gpu", "cpu", "flag-on-gpu"],
+)  # fmt: skip
+def test_train_prints_which_batch_size_applied(device, argv, line, tmp_path, monkeypatch, capsys):
+    def stop(*args, **kwargs):
+        raise ValueError("stopped after the batch line")
+
+    monkeypatch.setattr(train, "detect_device", lambda: device)
+    monkeypatch.setattr(train, "load_multi30k", lambda *args, **kwargs: [("A dog.", "Ein Hund.")])
+    monkeypatch.setattr(train.SubwordTokenizer, "train", stop)
+    given = ["--quick", "--output-dir", str(tmp_path / "out"), "--compilation-cache", "off"]
+    with pytest.raises(SystemExit) as exit_info:
+        train.main([*given, *argv])
+    assert exit_info.value.code == 2
+    output = capsys.readouterr()
+    assert output.err.strip() == "error: stopped after the batch line"
+    assert f"batches: at most {line}" in output.out.splitlines()
+    # The GPU default warms up over as many tokens as the quick run's 200 steps of 4,096.
+    warmup = "warmup: 33 steps, as many tokens as 200 steps of 4,096 (--warmup-steps decides"
+    assert any(row.startswith(warmup) for row in output.out.splitlines()) is (
+        device is GPU and not argv
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def test_least_vocabulary_size_is_the_tokenizers():
