@@ -51,7 +51,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     same tensor passed as `query` and `value`, no `key`) the query, key and value
     projections run as one fused matrix multiplication. The attention itself is
     [`keras_transformer.ops.scaled_dot_product_attention`][], which uses the
-    fused `keras.ops.dot_product_attention` kernel when it can.
+    fused `keras.ops.dot_product_attention` kernel when it can; on JAX with an
+    NVIDIA GPU, padding masks and `use_causal_mask` reach cuDNN's fused kernel as
+    sequence lengths and its causal flag.
 
     With `num_key_value_heads < num_heads` it is grouped-query attention: keys
     and values have fewer heads, each shared by a group of query heads.
