@@ -261,7 +261,9 @@ def attend(
     # The kernel's causal flag aligns query 0 with key 0: a prefill's queries, not a step's.
     query_length, key_length = query.shape[1], key.shape[1]
     aligned = not causal or (None not in (query_length, key_length) and query_length <= key_length)
-    kernel = fused and mask is None and aligned
+    if elementwise is None:
+        elementwise = query_length == 1
+    kernel = fused and mask is None and aligned and not elementwise
     kernel = kernel and fused_attention_kernel(query.dtype, head_dim, flash_attention)
     if kernel:
         from keras_transformer.ops.cudnn_attention import padded_attention
@@ -304,8 +306,6 @@ def attend(
     # into a heads-major layout, at every step.
     # The products are summed in float32 and rounded to the inputs' dtype where the matmul
     # rounds its result, so that a cached step matches the full pass under mixed precision.
-    if elementwise is None:
-        elementwise = query.shape[1] == 1
     if elementwise:
         products = ops.cast(query, "float32")[:, :, None] * ops.cast(key, "float32")[:, None]
         logits = ops.cast(ops.cast(ops.sum(products, axis=-1), query.dtype), "float32")

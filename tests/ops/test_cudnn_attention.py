@@ -98,6 +98,8 @@ def test_what_the_kernel_cannot_say_stays_on_the_explicit_path(monkeypatch):
         attention.attend(q, k, v, causal=True, **arguments)
     q_step = q[:, :1]  # one step past the cache's first slot is a mask, not the flag
     attention.attend(q_step, k, v, mask=np.ones((1, 1, 1, S), bool))
+    attention.attend(q_step, k, v, key_padding=np.ones((B, S), bool))  # a decoding step
+    attention.attend(q[:, :2], k, v, elementwise=True)  # beams sharing a cache row
     assert len(calls) == 1
 
 
