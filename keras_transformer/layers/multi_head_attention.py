@@ -4,6 +4,17 @@ import keras
 from keras import ops
 
 from keras_transformer import sublayer_names as names
+from keras_transformer.layers.attention_checks import (
+    check_attention_arguments,
+    check_attention_axes,
+    check_call,
+    check_call_masks,
+    check_input_shapes,
+    head_size,
+    reject_position,
+    renamed_position,
+    resolve_output_dim,
+)
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.projection_options import (
     projection_options,
@@ -12,24 +23,14 @@ from keras_transformer.layers.projection_options import (
 from keras_transformer.layers.sublayer_quantization import SublayerQuantization
 from keras_transformer.ops.alibi import alibi_bias
 from keras_transformer.ops.attention import attend
-from keras_transformer.ops.masks import (
-    causal_mask,
-    check_mask_shape,
-    merge_masks,
-    sliding_window_mask,
-)
+from keras_transformer.ops.masks import causal_mask, merge_masks, sliding_window_mask
 from keras_transformer.ops.rotary import apply_rotary_embedding
-from keras_transformer.validation import (
-    check_bool,
-    check_one_of,
-    check_positive_int,
-    check_rank,
-    check_rate,
-    is_real,
-)
+from keras_transformer.validation import check_bool, check_positive_int
 
-# The positions attention itself can encode; absolute ones are added to the embeddings.
-ATTENTION_POSITIONS = (None, "rotary", "alibi")
+# How many trailing axes a projection contracts: the features of a query, key or value, or
+# the heads and head size of the attended values.
+FEATURE_AXES = 1
+HEAD_AXES = 2
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -80,9 +81,8 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     `cache` and no `cache_update_index` the cache is used as precomputed keys and
     values (cross-attention to a fixed encoder output, see
     [`compute_cache`][keras_transformer.layers.MultiHeadAttention.compute_cache]); it is read, not
-    returned. Its batch may divide the query's: with one query per row and no
-    `attention_mask`, `query_mask` or returned scores, `k` adjacent rows (the
-    beams of one source) share each cache row and its `key_mask` row.
+    returned. Its batch may divide the query's, for the beams of one source
+    (see the comment in `call`).
 
     Args:
         num_heads: int, number of attention heads.
@@ -220,14 +220,8 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             relative_position=relative_position,
             max_wavelength=max_wavelength,
         )
-        output_dim = _output_dim(output_dim, output_shape)
-        if attention_axes not in (None, 1, (1,), [1]):
-            raise ValueError(
-                "This layer attends over axis 1 of `(batch, length, features)` inputs, so "
-                f"`attention_axes` can only be None or 1. Received: "
-                f"attention_axes={attention_axes!r}. Reshape other layouts to rank 3, or use "
-                "`keras.layers.MultiHeadAttention`."
-            )
+        output_dim = resolve_output_dim(output_dim, output_shape)
+        check_attention_axes(attention_axes)
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_positive_int("output_dim", output_dim, allow_none=True)
         check_bool("use_gate", use_gate)
@@ -272,25 +266,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         )
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        _check_input_shapes(query_shape, value_shape, key_shape)
+        check_input_shapes(query_shape, value_shape, key_shape)
         query_dim = query_shape[-1]
-        if self.key_dim is None:
-            if query_dim % self.num_heads:
-                raise ValueError(
-                    f"The query width ({query_dim}) is not divisible by `num_heads` "
-                    f"({self.num_heads}), so `key_dim` cannot default to "
-                    "query_width // num_heads. Choose `num_heads` dividing the width or "
-                    "pass `key_dim` explicitly."
-                )
-            self._key_dim = query_dim // self.num_heads
-        else:
-            self._key_dim = self.key_dim
-        if self.relative_position == "rotary" and self._key_dim % 2:
-            raise ValueError(
-                '`relative_position="rotary"` turns pairs of features, so the head size must '
-                f"be even. Received: key_dim={self._key_dim}. Pass an even `key_dim` (or a "
-                "width and `num_heads` whose quotient is even)."
-            )
+        self._key_dim = head_size(query_dim, self.num_heads, self.key_dim, self.relative_position)
         self._value_dim = self.value_dim or self._key_dim
         self._num_kv_heads = self.num_key_value_heads or self.num_heads
         if value_shape is None:
@@ -417,10 +395,10 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
                 (None, None, value.shape[-1]), value.shape, None if key is None else key.shape
             )
         key = value if key is None else key
-        keys = self._dense(self.key_dense, key, 1)
+        keys = self._dense(self.key_dense, key, FEATURE_AXES)
         if self.relative_position == "rotary":
             keys = apply_rotary_embedding(keys, 0, self.max_wavelength)
-        return ops.stack([keys, self._dense(self.value_dense, value, 1)], axis=1)
+        return ops.stack([keys, self._dense(self.value_dense, value, FEATURE_AXES)], axis=1)
 
     def call(
         self,
@@ -440,26 +418,28 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         decoding = cache is not None and cache_update_index is not None
         precomputed = cache is not None and cache_update_index is None
         flash_attention = self._flash_attention()
-        _check_call(value, precomputed, flash_attention, return_attention_scores)
+        check_call(value, precomputed, flash_attention, return_attention_scores)
         start = cache_update_index if decoding else 0
 
         # Project to heads: one matrix product for self-attention's q, k and v.
         if key is None and value is query and self._value_dim == self._key_dim and self._fusable():
             q, k, v = self._project_self_attention(query)
         else:
-            q = self._dense(self.query_dense, query, 1)
+            q = self._dense(self.query_dense, query, FEATURE_AXES)
             if not precomputed:
-                k = self._dense(self.key_dense, value if key is None else key, 1)
-                v = self._dense(self.value_dense, value, 1)
+                k = self._dense(self.key_dense, value if key is None else key, FEATURE_AXES)
+                v = self._dense(self.value_dense, value, FEATURE_AXES)
         if self.relative_position == "rotary":
             q = apply_rotary_embedding(q, start, self.max_wavelength)
             if not precomputed:  # a precomputed cache holds keys rotated from position 0
                 k = apply_rotary_embedding(k, start, self.max_wavelength)
         if precomputed:
             k, v = cache[:, 0], cache[:, 1]
-        # Rows that share a precomputed cache row (the beams of one source, the cache kept
-        # once per source) attend as that row's queries: the cache is read once for all.
-        grouped = (
+        # Beam search keeps the cross-attention cache once per source: `k` adjacent query
+        # rows, the beams of one source, share a cache row and its `key_mask` row. With one
+        # query each, no `attention_mask`, `query_mask` or returned scores, they attend as
+        # that row's `k` queries, multiplied and summed, so the cache is read once for all.
+        beams_share_cache = (
             precomputed
             and q.shape[1] == 1
             and attention_mask is None
@@ -468,7 +448,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             and self.relative_position != "alibi"
             and self.sliding_window is None
         )
-        if grouped:
+        if beams_share_cache:
             q = ops.reshape(q, (ops.shape(k)[0], -1, *q.shape[2:]))
         if decoding:
             # One write of the new steps into the cache, which XLA does in place in a
@@ -496,15 +476,15 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             seed=self.seed_generator,
             flash_attention=flash_attention,
             return_attention_scores=return_attention_scores,
-            elementwise=grouped or None,
+            elementwise=beams_share_cache or None,
         )
-        if grouped:
+        if beams_share_cache:
             attended = ops.reshape(attended, (-1, 1, *attended.shape[2:]))
         if return_attention_scores:
             attended, scores = attended
         if self.gate_dense is not None:
-            attended = attended * self._dense(self.gate_dense, query, 1)
-        outputs = self._dense(self.output_dense, attended, 2)
+            attended = attended * self._dense(self.gate_dense, query, FEATURE_AXES)
+        outputs = self._dense(self.output_dense, attended, HEAD_AXES)
 
         results = (outputs, scores) if return_attention_scores else (outputs,)
         if decoding:
@@ -534,28 +514,12 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         attention mask `(batch, T, S)` or `(batch, heads, T, S)` and the key mask
         `(batch, S)`; `start` is the absolute position of the first query.
         """
-        static_query, static_key = query_length, key_length
-        if not isinstance(static_query, int):
-            static_query = None
-        if not isinstance(static_key, int):
-            static_key = None
-        check_mask_shape(attention_mask, static_query, static_key, ranks=(2, 3, 4))
-        if attention_mask is not None and len(attention_mask.shape) == 4:
-            if attention_mask.shape[1] not in (None, 1, self.num_heads):
-                raise ValueError(
-                    "A rank-4 `attention_mask` is `(batch, num_heads, T, S)`: its axis 1 "
-                    f"must be {self.num_heads} (one mask per head) or 1. Received: "
-                    f"attention_mask.shape={tuple(attention_mask.shape)}."
-                )
-        elif attention_mask is not None:  # (T, S) or (batch, T, S) to (batch | 1, 1, T, S)
+        check_call_masks(attention_mask, key_mask, query_length, key_length, self.num_heads)
+        if attention_mask is not None and len(attention_mask.shape) < 4:
+            # (T, S) or (batch, T, S) to (batch | 1, 1, T, S)
             attention_mask = _expand(
                 attention_mask, (0, 1) if len(attention_mask.shape) == 2 else (1,)
             )
-        # A block hands its `padding_mask` (or `decoder_padding_mask`, `encoder_padding_mask`)
-        # over as `key_mask`: the message names both.
-        check_mask_shape(
-            key_mask, None, static_key, name="key_mask` (a block's padding mask", ranks=(2,)
-        )
         # Causality from a cache's first slot is the kernel's flag; from a later step it is a
         # mask. With a cache, unfilled slots lie in every new step's future, so it also hides
         # them.
@@ -581,7 +545,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         )
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
-        _check_input_shapes(query_shape, value_shape, key_shape)
+        check_input_shapes(query_shape, value_shape, key_shape)
         output_dim = self.output_dim or query_shape[-1]
         return tuple(query_shape[:-1]) + (output_dim,)
 
@@ -634,145 +598,7 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
         return config
 
 
-def _check_call(value, precomputed, flash_attention, return_attention_scores):
-    """Raises a `ValueError` naming the argument and the fix for a call that cannot run."""
-    if value is None and not precomputed:
-        raise ValueError(
-            "`value` is required unless a precomputed `cache` is passed without "
-            "`cache_update_index`."
-        )
-    if flash_attention and return_attention_scores:
-        raise ValueError(
-            "`return_attention_scores=True` cannot be honoured with "
-            "`flash_attention=True`: the flash kernel never forms the scores. Build the "
-            "layer with `flash_attention=None` (or False) to get them."
-        )
-
-
 def _expand(mask, axes):
     for axis in axes:
         mask = ops.expand_dims(mask, axis)
     return mask
-
-
-def renamed_position(config):
-    """`config` with the earlier `position` argument under its name `relative_position`.
-
-    Blocks and stacks took the model's choice of positions as `position`, of which only
-    `"rotary"` and `"alibi"` reach attention; the absolute ones become `None`.
-    """
-    if "position" not in config:
-        return config
-    config = dict(config)
-    position = config.pop("position")
-    config.setdefault("relative_position", position if position in ATTENTION_POSITIONS else None)
-    return config
-
-
-def reject_position(kwargs, owner):
-    """Raises a `ValueError` naming the new name if `kwargs` holds the earlier `position`."""
-    if "position" in kwargs:
-        raise ValueError(
-            f'{owner} takes `relative_position` ("rotary", "alibi" or None), the positions '
-            "attention encodes, instead of `position`, which names a model's choice of "
-            'positions. Rename the argument; absolute positions ("sinusoidal", "learned") '
-            "are None here. Received: position={kwargs['position']!r}."
-        )
-
-
-def check_attention_arguments(
-    num_heads,
-    key_dim=None,
-    num_key_value_heads=None,
-    sliding_window=None,
-    dropout=0.0,
-    flash_attention=None,
-    relative_position=None,
-    max_wavelength=10000,
-    dropout_name="dropout",
-):
-    """Raises a `ValueError`, naming the argument and the fix, for attention arguments.
-
-    Run where a user first passes them: by `MultiHeadAttention` and by the blocks and
-    stacks, which build their attention layers later (`dropout_name` is their name for
-    the attention dropout).
-    """
-    check_positive_int("num_heads", num_heads)
-    for name, value in (
-        ("key_dim", key_dim),
-        ("num_key_value_heads", num_key_value_heads),
-        ("sliding_window", sliding_window),
-    ):
-        check_positive_int(name, value, allow_none=True)
-    if num_key_value_heads is not None and num_heads % num_key_value_heads:
-        raise ValueError(
-            f"`num_key_value_heads` ({num_key_value_heads}) must divide `num_heads` "
-            f"({num_heads}): each key/value head serves an equal group of query heads. "
-            "Pick a divisor of `num_heads`."
-        )
-    check_rate(dropout_name, dropout)
-    if flash_attention and dropout > 0:
-        raise ValueError(
-            f"`flash_attention=True` cannot be honoured with `{dropout_name}={dropout}`: the "
-            f"flash kernel has no dropout. Pass `{dropout_name}=0.0`, or "
-            "`flash_attention=None` to use the flash kernel only where it can run."
-        )
-    _check_position(relative_position, max_wavelength, flash_attention)
-
-
-def _check_position(position, max_wavelength, flash_attention):
-    """Raises a `ValueError` for a `relative_position` or `max_wavelength` the layer cannot use."""
-    if position in ("sinusoidal", "learned"):
-        raise ValueError(
-            f"`relative_position={position!r}`: that is an absolute position, added to the "
-            "embeddings (`TokenAndPositionEmbedding`), not something attention computes. "
-            'Pass `relative_position=None` here, or "rotary" or "alibi".'
-        )
-    check_one_of("relative_position", position, ATTENTION_POSITIONS)
-    if not is_real(max_wavelength) or max_wavelength <= 1:
-        raise ValueError(
-            "`max_wavelength` must be a number greater than 1 (the rotary angles' longest "
-            f"wavelength, 10000 in Su et al.). Received: max_wavelength={max_wavelength!r}."
-        )
-    if position == "alibi" and flash_attention:
-        raise ValueError(
-            '`relative_position="alibi"` cannot be honoured with `flash_attention=True`: its '
-            "bias is added to the logits on the explicit path. Pass `flash_attention=None` or "
-            "False."
-        )
-
-
-def _output_dim(output_dim, output_shape):
-    """`output_dim` from it or from Keras's `output_shape` (an int or a 1-tuple)."""
-    if output_shape is None:
-        return output_dim
-    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
-    if not isinstance(shape, (tuple, list)) or len(shape) != 1:
-        raise ValueError(
-            "`output_shape` must be an int or a one-element tuple: this layer's output is "
-            f"`(batch, length, output_dim)`. Received: output_shape={output_shape!r}. Reshape "
-            "the output for more axes."
-        )
-    check_positive_int("output_shape", shape[0])
-    if output_dim is not None and output_dim != shape[0]:
-        raise ValueError(
-            f"`output_shape` ({output_shape!r}) and `output_dim` ({output_dim!r}) disagree; "
-            "they name the same thing. Pass one of them."
-        )
-    return shape[0]
-
-
-def _check_input_shapes(query_shape, value_shape, key_shape):
-    """Raises a `ValueError` for a query, value or key the layer cannot attend with."""
-    for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
-        if shape is not None:
-            check_rank(name, shape, 3, "`(batch, length, features)`")
-    if value_shape is None or key_shape is None:
-        return
-    value_length, key_length = value_shape[1], key_shape[1]
-    if value_length is not None and key_length is not None and value_length != key_length:
-        raise ValueError(
-            "`key` and `value` must have the same length (axis 1): each key names the value "
-            f"at its position. Received: key.shape={tuple(key_shape)} and "
-            f"value.shape={tuple(value_shape)}."
-        )

@@ -3,16 +3,16 @@
 import keras
 
 from keras_transformer import sublayer_names as names
-from keras_transformer.layers.dropout import Dropout
-from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.layers.initializers import clone_initializer
-from keras_transformer.layers.layer_normalization import LayerNormalization
-from keras_transformer.layers.multi_head_attention import (
-    MultiHeadAttention,
+from keras_transformer.layers.attention_checks import (
     check_attention_arguments,
     reject_position,
     renamed_position,
 )
+from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.layer_normalization import LayerNormalization
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.projection_options import (
     projection_options,
     serialize_projection_options,

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.attention_checks import reject_position, renamed_position
 from keras_transformer.layers.layer_normalization import LayerNormalization
-from keras_transformer.layers.multi_head_attention import reject_position, renamed_position
 from keras_transformer.layers.projection_options import (
     projection_options,
     serialize_projection_options,

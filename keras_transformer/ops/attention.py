@@ -246,26 +246,15 @@ def attend(
     Returns:
         The attended values, or `(values, scores)`.
     """
-    head_dim = query.shape[-1]
     if scale is None:
-        scale = 1.0 / math.sqrt(head_dim)
-    # Dropout, scores and a bias need the explicit path; so does a value head size other
-    # than the query's, which Keras's fused op does not take.
-    fused = (
-        not dropout
-        and not return_attention_scores
-        and bias is None
-        and value.shape[-1] == head_dim
-        and bool(flash_attention or fused_attention_pays(query.dtype))
-    )
-    # The kernel's causal flag aligns query 0 with key 0: a prefill's queries, not a step's.
-    query_length, key_length = query.shape[1], key.shape[1]
-    aligned = not causal or (None not in (query_length, key_length) and query_length <= key_length)
+        scale = 1.0 / math.sqrt(query.shape[-1])
     if elementwise is None:
-        elementwise = query_length == 1
-    kernel = fused and mask is None and aligned and not elementwise
-    kernel = kernel and fused_attention_kernel(query.dtype, head_dim, flash_attention)
-    if kernel:
+        elementwise = query.shape[1] == 1
+    kernel = _fused_kernel(
+        query, key, value, mask, causal, bias, dropout, return_attention_scores,
+        flash_attention, elementwise,
+    )  # fmt: skip
+    if kernel not in (None, "keras"):
         from keras_transformer.ops.cudnn_attention import padded_attention
 
         return padded_attention(
@@ -290,7 +279,7 @@ def attend(
         key = ops.repeat(key, num_heads // num_kv_heads, axis=2)
         value = ops.repeat(value, num_heads // num_kv_heads, axis=2)
 
-    if fused:
+    if kernel == "keras":
         outputs = ops.dot_product_attention(
             query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
         )
@@ -345,3 +334,30 @@ def _expand(mask, axes):
     for axis in axes:
         mask = ops.expand_dims(mask, axis)
     return mask
+
+
+def _fused_kernel(
+    query, key, value, mask, causal, bias, dropout, return_attention_scores, flash_attention,
+    elementwise,
+):  # fmt: skip
+    """Which fused kernel `attend` runs, or `None` for the explicit path.
+
+    A JAX implementation name (`fused_attention_kernel`: padding as lengths, causality as
+    the flag) for several queries with no other mask; else `"keras"`, for
+    `keras.ops.dot_product_attention`, where it pays. Dropout, scores and a bias need the
+    explicit path; so does a value head size other than the query's, which neither takes.
+    The JAX kernel's causal flag aligns query 0 with key 0: a prefill's queries, not a
+    decoding step's.
+    """
+    head_dim = query.shape[-1]
+    if dropout or return_attention_scores or bias is not None or value.shape[-1] != head_dim:
+        return None
+    if not (flash_attention or fused_attention_pays(query.dtype)):
+        return None
+    query_length, key_length = query.shape[1], key.shape[1]
+    aligned = not causal or (None not in (query_length, key_length) and query_length <= key_length)
+    if mask is None and aligned and not elementwise:
+        kernel = fused_attention_kernel(query.dtype, head_dim, flash_attention)
+        if kernel is not None:
+            return kernel
+    return "keras"
