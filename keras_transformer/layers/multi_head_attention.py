@@ -48,41 +48,16 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
     \mathrm{head}_i = \operatorname{Attention}(Q W_i^Q, K W_i^K, V W_i^V).
     $$
 
-    For self-attention (the
-    same tensor passed as `query` and `value`, no `key`) the query, key and value
-    projections run as one fused matrix multiplication. The attention itself is
-    [`keras_transformer.ops.scaled_dot_product_attention`][], which uses the
-    fused `keras.ops.dot_product_attention` kernel when it can; on JAX with an
-    NVIDIA GPU, padding masks and `use_causal_mask` reach cuDNN's fused kernel as
-    sequence lengths and its causal flag.
-
-    With `num_key_value_heads < num_heads` it is grouped-query attention: keys
-    and values have fewer heads, each shared by a group of query heads.
-    `sliding_window` limits each query to the keys near it (local attention)
-    and `use_gate` multiplies each head's output by a sigmoid gate computed
-    from the query (gated attention), both as in `keras.layers.MultiHeadAttention`.
-    The layer takes Keras's arguments for that layer by keyword; the
+    The attention itself is [`keras_transformer.ops.scaled_dot_product_attention`][].
+    Grouped-query heads (`num_key_value_heads`), a sliding window, a gate, rotary or
+    ALiBi positions and a key/value cache are options; the layer takes Keras's
+    arguments for `keras.layers.MultiHeadAttention` by keyword, and the
     [differences that remain][differences-from-keraslayersmultiheadattention]
-    are listed in "The layers at a glance".
+    are listed with the layers.
 
-    Relative positions: `relative_position="rotary"` rotates each query and key
-    head by its position (Su et al., 2021), so that their scores depend on the
-    offset between them; `relative_position="alibi"` adds $-m_h \left| i - j \right|$ to head $h$'s
-    logits, $m_h$ its slope (Press et al., 2022; the symmetric form without a causal mask).
-    Both follow the absolute positions of a cache: the new steps are rotated
-    (or biased) at `cache_update_index + i`, and the cache holds rotated keys.
-
-    Incremental decoding: pass `cache`, a tensor of shape
-    `(batch, 2, max_length, num_key_value_heads, key_dim)` holding keys
-    (index 0) and values (index 1), and `cache_update_index`, the position of the
-    first new step. The new steps' keys and values are written at that index,
-    each new query attends causally to positions `<= cache_update_index + i`
-    (no extra mask needed), and the layer returns `(outputs, new_cache)`. With a
-    `cache` and no `cache_update_index` the cache is used as precomputed keys and
-    values (cross-attention to a fixed encoder output, see
-    [`compute_cache`][keras_transformer.layers.MultiHeadAttention.compute_cache]); it is read, not
-    returned. Its batch may divide the query's, for the beams of one source
-    (see the comment in `call`).
+    Relative positions (`relative_position`) and the key/value cache (`cache`,
+    `cache_update_index`) follow a cache's absolute positions: the new steps are
+    rotated or biased at `cache_update_index + i`, and the cache holds rotated keys.
 
     Args:
         num_heads: int, number of attention heads.
@@ -108,7 +83,9 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             $\sigma(q W_g + b_g)$, $q$ the query, before the output projection
             (Qiu et al., 2025). Defaults to `False`.
         relative_position: `None`, `"rotary"` or `"alibi"`, the positions the
-            attention encodes itself (see above). Configs saved with its
+            attention encodes itself: rotary turns each query and key head by its
+            position (Su et al.), ALiBi adds $-m_h \left| i - j \right|$ to head
+            $h$'s logits (Press et al.). Configs saved with its
             earlier name, `position`, still load. Rotary needs an even `key_dim`; ALiBi
             takes the explicit attention path (its bias is added in float32),
             so not `flash_attention=True`. Defaults to `None` (none: the
@@ -149,8 +126,15 @@ class MultiHeadAttention(SublayerQuantization, keras.layers.Layer):
             `(batch, num_heads, target_length, source_length)` for a mask per
             head (or broadcastable to either); `True` means attend.
         use_causal_mask: bool, whether query `i` only attends to keys `<= i`.
-        cache: key/value cache, see above.
-        cache_update_index: int or scalar tensor, see above.
+        cache: `(batch, 2, max_length, num_key_value_heads, key_dim)`, keys at
+            index 0 and values at index 1. With `cache_update_index`, the new
+            steps' keys and values are written there, each new query attends to
+            positions `<= cache_update_index + i` (no extra mask needed), and the
+            updated cache is returned. Without, it is precomputed (see
+            [`compute_cache`][keras_transformer.layers.MultiHeadAttention.compute_cache]),
+            read and not returned; its batch may divide the query's, for the beams
+            of one source.
+        cache_update_index: int or scalar tensor, the position of the first new step.
         return_attention_scores: bool, also return the attention
             probabilities, shape `(batch, num_heads, target_length, source_length)`.
         training: bool, whether dropout is active.

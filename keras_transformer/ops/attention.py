@@ -290,6 +290,50 @@ def attend(
             outputs = outputs * ops.cast(row_valid, outputs.dtype)
         return outputs
 
+    return _explicit_attention(
+        query, key, value, mask, bias, dropout, seed, scale, return_attention_scores, elementwise
+    )
+
+
+def _expand(mask, axes):
+    """`mask` with new axes, by `expand_dims`, which LiteRT's built-in operators cover."""
+    mask = ops.cast(mask, "bool")
+    for axis in axes:
+        mask = ops.expand_dims(mask, axis)
+    return mask
+
+
+def _fused_kernel(
+    query, key, value, mask, causal, bias, dropout, return_attention_scores, flash_attention,
+    elementwise,
+):  # fmt: skip
+    """Which fused kernel `attend` runs, or `None` for the explicit path.
+
+    A JAX implementation name (`fused_attention_kernel`: padding as lengths, causality as
+    the flag) for several queries with no other mask; else `"keras"`, for
+    `keras.ops.dot_product_attention`, where it pays. Dropout, scores and a bias need the
+    explicit path; so does a value head size other than the query's, which neither takes.
+    The JAX kernel's causal flag aligns query 0 with key 0: a prefill's queries, not a
+    decoding step's.
+    """
+    head_dim = query.shape[-1]
+    if dropout or return_attention_scores or bias is not None or value.shape[-1] != head_dim:
+        return None
+    if not (flash_attention or fused_attention_pays(query.dtype)):
+        return None
+    query_length, key_length = query.shape[1], key.shape[1]
+    aligned = not causal or (None not in (query_length, key_length) and query_length <= key_length)
+    if mask is None and aligned and not elementwise:
+        kernel = fused_attention_kernel(query.dtype, head_dim, flash_attention)
+        if kernel is not None:
+            return kernel
+    return "keras"
+
+
+def _explicit_attention(
+    query, key, value, mask, bias, dropout, seed, scale, return_attention_scores, elementwise
+):
+    """softmax(QKᵀ · scale + bias) V written out, the softmax in float32."""
     # A single query row (a cached decoding step) is multiplied and summed against the
     # keys and values: as a batched matmul, XLA first copies every cached key and value
     # into a heads-major layout, at every step.
@@ -326,38 +370,3 @@ def attend(
     if return_attention_scores:
         return outputs, ops.cast(scores, query.dtype)
     return outputs
-
-
-def _expand(mask, axes):
-    """`mask` with new axes, by `expand_dims`, which LiteRT's built-in operators cover."""
-    mask = ops.cast(mask, "bool")
-    for axis in axes:
-        mask = ops.expand_dims(mask, axis)
-    return mask
-
-
-def _fused_kernel(
-    query, key, value, mask, causal, bias, dropout, return_attention_scores, flash_attention,
-    elementwise,
-):  # fmt: skip
-    """Which fused kernel `attend` runs, or `None` for the explicit path.
-
-    A JAX implementation name (`fused_attention_kernel`: padding as lengths, causality as
-    the flag) for several queries with no other mask; else `"keras"`, for
-    `keras.ops.dot_product_attention`, where it pays. Dropout, scores and a bias need the
-    explicit path; so does a value head size other than the query's, which neither takes.
-    The JAX kernel's causal flag aligns query 0 with key 0: a prefill's queries, not a
-    decoding step's.
-    """
-    head_dim = query.shape[-1]
-    if dropout or return_attention_scores or bias is not None or value.shape[-1] != head_dim:
-        return None
-    if not (flash_attention or fused_attention_pays(query.dtype)):
-        return None
-    query_length, key_length = query.shape[1], key.shape[1]
-    aligned = not causal or (None not in (query_length, key_length) and query_length <= key_length)
-    if mask is None and aligned and not elementwise:
-        kernel = fused_attention_kernel(query.dtype, head_dim, flash_attention)
-        if kernel is not None:
-            return kernel
-    return "keras"
