@@ -61,7 +61,7 @@ def test_imports_flow_one_way(subpackage):
 # Device detection, the backend's own compiler and a backend's own kernel (JAX's fused
 # attention with sequence lengths, which Keras's op cannot pass) need the backend itself;
 # nothing else does.
-BACKEND_IMPORTS_ALLOWED = ("models/factory.py", "ops/backend_paths.py", "ops/cudnn_attention.py")
+BACKEND_IMPORTS_ALLOWED = ("models/device.py", "ops/backend_paths.py", "ops/cudnn_attention.py")
 
 
 def test_layers_use_keras_ops_not_tensorflow():
@@ -110,9 +110,15 @@ def test_only_compat_reads_other_objects_private_attributes():
                 pytest.fail(f"{relative}:{node.lineno} reads {ast.unparse(node)}")
 
 
-# Saving, distribution and the factory's device choice may ask which backend runs; the
-# numerics ask `ops/backend_paths.py`.
-BACKEND_QUERIES_ALLOWED = ("ops/backend_paths.py", "models/factory.py", "saving/", "distribution/")
+# Saving, distribution, the device choice and the factory (which records the backend in
+# `build_info`) may ask which backend runs; the numerics ask `ops/backend_paths.py`.
+BACKEND_QUERIES_ALLOWED = (
+    "ops/backend_paths.py",
+    "models/device.py",
+    "models/factory.py",
+    "saving/",
+    "distribution/",
+)
 
 
 def test_only_backend_paths_asks_which_backend_runs_the_numerics():

@@ -13,7 +13,7 @@ def choose_tokens_per_batch(device, requested=None, cpu_default=FULL["tokens_per
       2 CPU cores were timed and scored with.
 
     Args:
-        device: a `keras_transformer.models.factory.DeviceInfo` (`detect_device()`).
+        device: a `keras_transformer.models.device.DeviceInfo` (`detect_device()`).
         requested: int or `None`, the value of `--tokens-per-batch`.
         cpu_default: int, the default off a GPU. Defaults to FULL's.
 
@@ -22,7 +22,7 @@ def choose_tokens_per_batch(device, requested=None, cpu_default=FULL["tokens_per
 
     Example:
 
-    >>> from keras_transformer.models.factory import DeviceInfo
+    >>> from keras_transformer.models.device import DeviceInfo
     >>> choose_tokens_per_batch(DeviceInfo("gpu", "GPU: H100", (9, 0)))[0]
     25000
     >>> choose_tokens_per_batch(DeviceInfo("cpu", "CPU"))[0]

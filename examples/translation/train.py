@@ -71,7 +71,7 @@ from examples.translation.pictures import save_attention_picture, save_position_
 from examples.translation.settings import FULL, GPU_TOKENS_PER_BATCH, QUICK
 from examples.translation.tokens_per_batch import choose_tokens_per_batch, warmup_for
 from examples.translation.translator import translate
-from keras_transformer.models.factory import detect_device
+from keras_transformer.models.device import detect_device
 from keras_transformer.saving import (
     export_serving,
     load_huggingface,

@@ -453,17 +453,12 @@ def make_translation_dataset(
 ):
     """Batches of (source, target) sentence pairs for teacher-forced training.
 
-    Each pair is tokenized ([`tokenize_source`][keras_transformer.text.tokenize_source]: source
-    ids + `end_id`; [`tokenize_target`][keras_transformer.text.tokenize_target]: `start_id` +
-    target ids as decoder input, target ids + `end_id` as labels), grouped into a
-    bucket of similar length
-    ([`length_bucket_boundaries(max_length)`][keras_transformer.text.length_bucket_boundaries]) and
-    batched so that a batch holds at most `tokens_per_batch` tokens on each side,
-    padding included, like the paper's ~25,000 source + 25,000 target tokens per
-    batch. Short sentences therefore come in large batches and long ones in small
-    batches; the last batch of a bucket may be smaller. The dataset has `tf.data`
-    autotuning turned off: with it, Keras stalled up to a minute an epoch deleting
-    iterators.
+    Each pair is tokenized with [`tokenize_source`][keras_transformer.text.tokenize_source]
+    and [`tokenize_target`][keras_transformer.text.tokenize_target], grouped with pairs of
+    similar length, and batched so that a batch holds at most `tokens_per_batch` tokens
+    on each side, padding included. The translation guide says
+    [how the batches are made][how-the-batches-are-made] and which arguments suit
+    training.
 
     Args:
         pairs: list of `(source, target)` str pairs (e.g. from `load_multi30k`), or a
@@ -477,66 +472,42 @@ def make_translation_dataset(
         truncate: bool, cut over-long sentences to `max_length` (the end id stays
             last) instead of dropping the pair. Defaults to `False` (drop).
         shuffle: bool, shuffle the pairs before bucketing and the batches after it,
-            differently each epoch; use for training. Shuffling the batches matters:
-            bucketing flushes the partial (often tiny) batch of every bucket when the
-            pairs run out, and a run of tiny, noisy batches at the end of each epoch
-            measurably sets the model back just before it is validated and
-            checkpointed. Defaults to `False`.
-        shuffle_buffer_size: int, shuffle buffer in pairs. Defaults to `32768` (all of
-            Multi30k train).
-        seed: int, shuffle seed. Defaults to `None` (random).
-        pad_to_bucket_boundary: bool, pad every batch of a bucket to the bucket's
-            largest length (encoder and decoder alike) instead of to the batch's
-            longest sequence, so only a few dozen shapes occur (a bucket's
-            leftover batch has fewer rows); `fixed_shapes` bounds them to a
-            handful. Defaults to `False`.
+            differently each epoch; use for training. Defaults to `False`.
+        shuffle_buffer_size: int, shuffle buffer in pairs. Defaults to `32768`.
+        seed: int, the seed of the shuffles and of `subword_dropout`. Defaults to
+            `None` (random).
+        pad_to_bucket_boundary: bool, pad every batch to its bucket's largest length
+            (encoder and decoder alike) instead of its longest sequence, so that fewer
+            shapes occur. Defaults to `False`.
         cache: bool, keep the tokenized pairs in memory after the first pass.
             Defaults to `True`.
-        min_tokens_per_batch: int, drop batches whose padded encoder and decoder
-            inputs both hold fewer tokens than this: the flushed leftovers of the
-            buckets, whose few pairs give a noisy update that counts as much as a
-            full batch's. With `shuffle=True` different pairs land in them each
-            epoch, so no pair is dropped for good; leave it at `0` for evaluation.
-            Defaults to `0` (keep every batch).
-        subword_dropout: float in `[0, 1)`, or a `(source, target)` pair of them
-            (e.g. `(0.1, 0.0)` for the source side only): BPE-dropout for training.
-            Each pass over the data splits the sentences afresh, seeded from `seed`
-            and the pass number (repeatable within one process only), with
-            [`tokenize_with_dropout`][keras_transformer.text.SubwordTokenizer.tokenize_with_dropout]
-            so the model sees varied segmentations of the same words.
-            Sequences get longer (~+20% tokens at `0.05` on Multi30k), so an epoch
-            holds more batches. Needs `pairs` as a list; `cache` is ignored.
-            Defaults to `0.0` (the fixed segmentation).
-        batch_size_multiple: int, make every batch's size a multiple of this
-            (the data-parallel replicas of a device mesh, which split each batch
-            evenly): full batches are rounded down to a multiple (at least one
-            multiple, which may exceed `tokens_per_batch` for the longest
-            buckets) and smaller batches get rows of padding, which the
-            label-smoothed loss and
-            [`MaskedAccuracy`][keras_transformer.training.MaskedAccuracy] ignore.
-            Defaults to `1`.
-        fixed_shapes: bool, for training and evaluating under XLA (JAX, or
-            TensorFlow with `jit_compile=True`), which compiles the step once per
-            input shape: the buckets are `fixed_lengths`, every batch is padded to
-            its bucket's length (encoder and decoder alike) and completed with rows
-            of padding to the bucket's full number of rows, so the batches take only
-            the shapes of `translation_batch_shapes(tokens_per_batch, max_length,
-            batch_size_multiple, fixed_lengths)`, one per length. The rows of
-            padding carry no label: the label-smoothed loss and `MaskedAccuracy` are
-            those of the unpadded batch. Without XLA, TensorFlow runs the unpadded
-            batches faster: leave it `False` there. Defaults to `False`.
+        min_tokens_per_batch: int, drop the batches whose padded encoder and decoder
+            inputs both hold fewer tokens than this (the buckets' flushed leftovers);
+            leave it at `0` for evaluation. Defaults to `0` (keep every batch).
+        subword_dropout: float in `[0, 1)`, or a `(source, target)` pair of them: the
+            BPE-dropout probability of
+            [`tokenize_with_dropout`][keras_transformer.text.SubwordTokenizer.tokenize_with_dropout],
+            which splits the sentences afresh on every pass. Needs `pairs` as a list;
+            `cache` is ignored. Defaults to `0.0` (the fixed segmentation).
+        batch_size_multiple: int, make every batch's size a multiple of this (the
+            data-parallel replicas of a device mesh); smaller batches get rows of
+            padding, which the loss and metrics ignore. Defaults to `1`.
+        fixed_shapes: bool, pad the batches to the few shapes, one per length, that
+            [`translation_batch_shapes`][keras_transformer.text.translation_batch_shapes]
+            lists for the same arguments, so that XLA compiles a step once per shape
+            (see [fixed batch shapes under XLA][fixed-batch-shapes-under-xla]).
+            Defaults to `False`.
         fixed_lengths: list of int, the padded lengths with `fixed_shapes=True`,
             increasing, the last at least `max_length`. Defaults to `None`
-            ([`fixed_shape_lengths(max_length)`][keras_transformer.text.fixed_shape_lengths]: 16,
-            24, 32, 48, 64, 96, 128, 192, 256 for the default `max_length`).
+            ([`fixed_shape_lengths(max_length)`][keras_transformer.text.fixed_shape_lengths]).
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_token_ids": [B, S], "decoder_token_ids":
         [B, T]}, labels [B, T])`, all int32 and padded with the tokenizer's
-        `pad_id`. `labels` are
-        the decoder inputs shifted left by one: `decoder_token_ids[:, 1:] ==
-        labels[:, :-1]` wherever `decoder_token_ids[:, 1:]` is not padding, and each
-        row of `labels` ends in `end_id`.
+        `pad_id`. `labels` are the decoder inputs shifted left by one:
+        `decoder_token_ids[:, 1:] == labels[:, :-1]` wherever
+        `decoder_token_ids[:, 1:]` is not padding, and each row of `labels` ends in
+        `end_id`.
 
     Raises:
         ValueError: for a bad size or rate, `max_length` above
@@ -560,9 +531,6 @@ def make_translation_dataset(
     >>> decoder_ids = inputs["decoder_token_ids"]
     >>> bool(tf.reduce_all((decoder_ids[:, 1:] == labels[:, :-1]) | (decoder_ids[:, 1:] == 0)))
     True
-
-    A real corpus goes the same way, e.g. Multi30k with `shuffle=True` for
-    training and the default budget of 4096 tokens a side.
     """
     _check_batch_sizes(tokens_per_batch, max_length, min_tokens_per_batch, batch_size_multiple)
     subword_dropout = _subword_dropouts(subword_dropout)

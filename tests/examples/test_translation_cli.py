@@ -15,7 +15,7 @@ from examples.translation import train
 from examples.translation import translate as translate_cli
 from examples.translation.settings import FULL, QUICK
 from examples.translation.tokens_per_batch import choose_tokens_per_batch
-from keras_transformer.models.factory import DeviceInfo
+from keras_transformer.models.device import DeviceInfo
 from tests.fresh_python import run_python
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

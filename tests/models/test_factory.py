@@ -6,8 +6,9 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
+from keras_transformer.models import device as device_module
 from keras_transformer.models import factory
-from keras_transformer.models.factory import DeviceInfo, choose_jit_compile, choose_precision
+from keras_transformer.models.device import DeviceInfo, choose_jit_compile, choose_precision
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.training import LabelSmoothedCrossEntropy, MaskedAccuracy, NoamSchedule
 
@@ -26,6 +27,7 @@ def device(monkeypatch):
     """Pretends `build` runs on a given device: `device(DeviceInfo(...))`."""
 
     def use(info):
+        # `build` calls the name factory imported, so that is the one to replace.
         monkeypatch.setattr(factory, "detect_device", lambda: info)
 
     use(PLAIN_CPU)
@@ -306,10 +308,10 @@ def test_auto_precision_from_the_cpu_flags(cpuinfo, name, has_bf16, precision, m
             raise FileNotFoundError(path)
         return io.StringIO(cpuinfo)
 
-    monkeypatch.setattr(factory, "open", fake_open, raising=False)
-    _, flags = factory._cpu_info()
+    monkeypatch.setattr(device_module, "open", fake_open, raising=False)
+    _, flags = device_module._cpu_info()
     assert ("avx512_bf16" in flags) == has_bf16
-    real = factory.detect_device()
+    real = device_module.detect_device()
     if real.platform != "cpu":
         pytest.skip(f"an accelerator is present ({real.name}): the CPU rule does not apply")
     assert real.cpu_has_native_bf16 is has_bf16
@@ -354,7 +356,7 @@ def test_build_info_and_summary_line(device, capsys):
 
 
 def test_detect_device_on_this_machine():
-    info = factory.detect_device()
+    info = device_module.detect_device()
     assert info.platform in ("cpu", "gpu", "tpu")
     assert isinstance(info.name, str) and info.name
 
@@ -364,7 +366,7 @@ def test_detect_device_on_this_machine():
     [("8.0", (8, 0)), ("7.5", (7, 5)), ((9, 0), (9, 0)), (None, None), ("gfx90a", None)],
 )
 def test_parse_capability(value, expected):
-    assert factory._parse_capability(value) == expected
+    assert device_module._parse_capability(value) == expected
 
 
 @pytest.mark.parametrize(
