@@ -1,6 +1,7 @@
 """What the encoder-only models share: the embedding + encoder stack, and moving it between them."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_transformer.layers.transformer_encoder import TransformerEncoder
@@ -101,26 +102,36 @@ class EncoderModelBase(TransformerModelBase):
         """Hidden states `(batch, length, hidden_dim)` of the encoder.
 
         Args:
-            inputs: int token ids `(batch, length)`, or a dict with
-                `"token_ids"` and, for a model built with `num_token_types`,
-                optionally `"token_type_ids"` (type 0 where absent). Other
-                keys are ignored.
+            inputs: int token ids `(batch, length)` (a tensor, a NumPy array or
+                a list of equal-length rows), or a dict with `"token_ids"`
+                and, for a model built with `num_token_types`, optionally
+                `"token_type_ids"` (type 0 where absent), each given in any of
+                those forms. Other keys are ignored.
             training: bool, whether dropout is active. Defaults to `None`.
 
         Returns:
             A float tensor `(batch, length, hidden_dim)`.
+
+        Example:
+
+        >>> import numpy as np
+        >>> from keras_transformer.models import MaskedLM
+        >>> model = MaskedLM(100, num_layers=1, hidden_dim=16, num_heads=2,
+        ...                  intermediate_dim=32, num_token_types=2)
+        >>> tuple(model.encode(np.array([[5, 6, 0]])).shape)
+        (1, 3, 16)
         """
         if not isinstance(inputs, dict):
             inputs = {"token_ids": inputs}
-        token_ids = inputs["token_ids"]
+        token_ids = _as_tensor(inputs["token_ids"])
+        token_type_ids = _as_tensor(inputs.get("token_type_ids"))
         if self.num_token_types is None:
-            if inputs.get("token_type_ids") is not None:
+            if token_type_ids is not None:
                 raise ValueError(
                     "`token_type_ids` were passed, but this model has no token types. Build "
                     "it with `num_token_types=...` (BERT: 2), or leave them out."
                 )
             return self.encoder(token_ids, training=training)
-        token_type_ids = inputs.get("token_type_ids")
         if token_type_ids is None:
             token_type_ids = ops.zeros_like(token_ids)
         return self.encoder(
@@ -157,6 +168,17 @@ class EncoderModelBase(TransformerModelBase):
         (100, 16, False)
         """
         return {name: getattr(self, name) for name in ENCODER_ARCHITECTURE}
+
+
+def _as_tensor(values):
+    """A tensor for NumPy arrays and nested lists; tensors (symbolic too) and `None` as given.
+
+    The encoder is a functional model called with a dict: Keras refuses a dict
+    mixing tensors and arrays, and the type ids made here are tensors.
+    """
+    if isinstance(values, (np.ndarray, np.generic, list, tuple)):
+        return ops.convert_to_tensor(np.asarray(values), "int32")
+    return values
 
 
 def _describe(value):
