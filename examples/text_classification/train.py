@@ -60,7 +60,8 @@ from examples.text_classification.cli import (
     start_compilation_cache,
 )
 from examples.text_classification.evaluation import classify, scores_for
-from examples.text_classification.schedule import fine_tuning_optimizer
+from examples.text_classification.schedule import WARMUP_FRACTION, fine_tuning_optimizer
+from keras_transformer.models.device import choose_precision, detect_device
 
 LABELS = ("negative", "positive")
 FULL_SST2 = dict(
@@ -73,6 +74,7 @@ FULL_SST2 = dict(
     dropout=0.1,
     patience=2,
     train_limit=None,
+    warmup_fraction=WARMUP_FRACTION,
 )
 FULL = {
     "sst2": FULL_SST2,
@@ -80,6 +82,17 @@ FULL = {
     # (the same pretrained encoder; RESULTS.md, tries).
     "imdb": dict(FULL_SST2, max_length=512, batch_size=32, epochs=4, learning_rate=5e-4),
 }
+# A published checkpoint (a Hugging Face folder) is fine-tuned as BERT was: batches of 32,
+# a peak rate of 2e-5 to 5e-5 after a warmup over 10% of the steps, 2 to 4 epochs (Devlin et
+# al., 2019, appendix A.3). The encoder keeps the checkpoint's dropout; the length is the
+# task's, at most the checkpoint's position table.
+PUBLISHED = dict(batch_size=32, epochs=2, learning_rate=5e-5, warmup_fraction=0.1, patience=2)
+# LoRA trains far fewer weights from zero: the LoRA paper fine-tuned RoBERTa-base on SST-2
+# at 5e-4 (Hu et al., 2021, table 9).
+PUBLISHED_LORA = dict(PUBLISHED, learning_rate=5e-4)
+# An encoder pretrained here (`pretrain`, or a classifier of this command) is small and
+# briefly pretrained: it fine-tunes best at the from-scratch rate (RESULTS.md, tries).
+TASK_LENGTH = {name: values["max_length"] for name, values in FULL.items()}
 # A few minutes on 2 CPU cores: SST-2, from scratch, a 2-layer model, 2 epochs.
 QUICK = dict(FULL_SST2, dataset="sst2", vocabulary_size=4000, epochs=2)
 # Reported splits: SST-2's test labels are hidden (GLUE), so its dev set is reported.
@@ -112,11 +125,45 @@ def parse_args(argv):
     )
     parser.add_argument("--output-dir", default=None, help="defaults to runs/<dataset>[-...]")
     parser.add_argument("--vocabulary-size", type=int, default=None)
-    parser.add_argument("--max-length", type=int, default=None, help="ids per text, cut beyond")
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--learning-rate", type=float, default=None, help="peak, after warmup")
-    parser.add_argument("--dropout", type=float, default=None)
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="ids per text, cut beyond (head and tail). Defaults: SST-2 64, IMDB 512; at most "
+        "the pretrained encoder's learned positions",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="texts per step. Defaults: 64 (IMDB 32); from a Hugging Face folder 32",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="at most (early stopping). Defaults: 8 (IMDB 4); from a Hugging Face folder 2",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help="peak, after warmup. Defaults: from scratch or from an encoder pretrained here "
+        "1e-3 (IMDB 5e-4); from a Hugging Face folder 5e-5, and 5e-4 with --lora-rank",
+    )
+    parser.add_argument(
+        "--warmup-fraction",
+        type=float,
+        default=None,
+        help="share of the steps over which the rate rises to its peak (then a cosine "
+        "decay). Defaults: 0.06; 0.1 from a Hugging Face folder, as BERT",
+    )
+    parser.add_argument(
+        "--dropout",
+        type=float,
+        default=None,
+        help="defaults to 0.1; from a Hugging Face folder, the checkpoint's own rates",
+    )
     parser.add_argument(
         "--pooling",
         choices=["mean", "cls", "pooler"],
@@ -134,6 +181,12 @@ def parse_args(argv):
         "long phrases, and the training phrases overlapping them are dropped)",
     )
     parser.add_argument("--train-limit", type=int, default=None, help="use N training texts")
+    parser.add_argument(
+        "--eval-limit",
+        type=int,
+        default=None,
+        help="score the first N texts of the reported split (IMDB's are shuffled by --seed)",
+    )
     add_model_flags(parser)
     add_mesh_flag(parser)
     add_common_flags(parser)
@@ -141,18 +194,25 @@ def parse_args(argv):
     if args.quick and args.dataset not in (None, "sst2"):
         parser.error("--quick runs on SST-2; leave out --dataset or pass --dataset sst2")
     args.dataset = args.dataset or "sst2"
-    fill_defaults(args, QUICK if args.quick else FULL[args.dataset])
-    for name in ("vocabulary_size", "max_length", "batch_size", "epochs", "patience"):
+    args.max_length_given = args.max_length is not None
+    fill_defaults(args, defaults_for(args))
+    for name in ("max_length", "batch_size", "epochs", "patience"):
         check_positive(parser, name, getattr(args, name))
-    if args.train_limit is not None:
-        check_positive(parser, "train_limit", args.train_limit)
+    if args.vocabulary_size is not None:  # a pretrained encoder brings its tokenizer
+        check_positive(parser, "vocabulary_size", args.vocabulary_size)
+    for name in ("train_limit", "eval_limit"):
+        if getattr(args, name) is not None:
+            check_positive(parser, name, getattr(args, name))
     if args.max_length < 3:
         parser.error(
             f"--max-length must be at least 3 (start, one piece, end); got {args.max_length}"
         )
     if not args.learning_rate > 0:
         parser.error(f"--learning-rate must be positive; got {args.learning_rate}")
-    check_rate(parser, "dropout", args.dropout)
+    if not 0 <= args.warmup_fraction < 1:
+        parser.error(f"--warmup-fraction must be in [0, 1); got {args.warmup_fraction}")
+    if args.dropout is not None:
+        check_rate(parser, "dropout", args.dropout)
     args.overrides = model_overrides(parser, args)
     args.mesh = check_mesh(parser, args.mesh)
     args.compilation_cache = check_compilation_cache(parser, args.compilation_cache)
@@ -187,6 +247,31 @@ def parse_args(argv):
     return args
 
 
+def defaults_for(args):
+    """The values of the flags left out: the from-scratch recipe, or the fine-tuning one.
+
+    A Hugging Face folder (a published checkpoint) gets BERT's fine-tuning recipe
+    (`PUBLISHED`, `PUBLISHED_LORA` with `--lora-rank`) with the task's length; an
+    encoder pretrained by these commands keeps the from-scratch values.
+    """
+    if args.init_from is not None and is_huggingface_folder(args.init_from):
+        recipe = PUBLISHED_LORA if args.lora_rank else PUBLISHED
+        return dict(recipe, max_length=TASK_LENGTH[args.dataset], train_limit=None)
+    return QUICK if args.quick else FULL[args.dataset]
+
+
+def describe_defaults(args):
+    """One line: which recipe gave the defaults and the values it gave."""
+    if args.init_from is None or not is_huggingface_folder(args.init_from):
+        return None
+    return (
+        f"fine-tuning recipe of a published checkpoint (BERT's): learning rate "
+        f"{args.learning_rate:g} with warmup over {args.warmup_fraction:.0%} of the steps, "
+        f"{args.epochs} epochs, batches of {args.batch_size}, at most {args.max_length} ids, "
+        "the checkpoint's dropout (each flag overrides)"
+    )
+
+
 def load_texts(args):
     """The training, validation (held out of train) and reported splits, cleaned."""
     if args.dataset == "sst2":
@@ -199,6 +284,8 @@ def load_texts(args):
         reported = ([data.clean_imdb_text(t) for t in reported[0]], reported[1])
     if args.train_limit:
         train = (train[0][: args.train_limit], train[1][: args.train_limit])
+    if args.eval_limit:
+        reported = (reported[0][: args.eval_limit], reported[1][: args.eval_limit])
     if args.dataset == "sst2":
         # Random phrases would leave their own sub-phrases in training (see the function).
         count = min(1000, round(args.validation_fraction * len(train[0])))
@@ -231,16 +318,22 @@ def distributed(mesh, config):
 
 def make_model(args, tokenizer, pretrained):
     if pretrained is not None:
+        precision, reason = args.precision, "requested"
+        if precision == "auto":  # as `kt.models.build` chooses for a new model
+            precision, reason = choose_precision(detect_device())
+        # The checkpoint's dropout rates unless --dropout is given.
+        dropout = {} if args.dropout is None else {"dropout": args.dropout}
         with distributed(args.mesh, pretrained.encoder_config()):
             model = kt.models.TransformerClassifier.from_encoder(
                 pretrained,
                 num_classes=len(LABELS),
                 pooling=args.pooling,
-                dropout=args.dropout,
+                dtype=precision,
+                **dropout,
             )
         print(
             f"model: encoder of '{args.init_from}' ({model.count_params():,} parameters "
-            f"with the new head), {model.dtype_policy.name}"
+            f"with the new head), precision={precision} ({reason})"
         )
         return model
     overrides = {**args.overrides, "pooling": args.pooling}
@@ -266,7 +359,7 @@ def strategy_scope(model):
     return strategy.scope() if strategy is not None else contextlib.nullcontext()
 
 
-def compile_classifier(model, learning_rate, total_steps):
+def compile_classifier(model, learning_rate, total_steps, warmup_fraction=WARMUP_FRACTION):
     """Compiles `model` for batches that may hold rows of sample weight 0 (see `--mesh`).
 
     The loss is the mean over the rows' weights and the accuracy a weighted metric, so
@@ -279,7 +372,9 @@ def compile_classifier(model, learning_rate, total_steps):
     """
     with strategy_scope(model):
         model.compile(
-            optimizer=fine_tuning_optimizer(learning_rate, total_steps=total_steps),
+            optimizer=fine_tuning_optimizer(
+                learning_rate, total_steps=total_steps, warmup_fraction=warmup_fraction
+            ),
             loss=keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, reduction="mean_with_sample_weight"
             ),
@@ -302,6 +397,21 @@ def load_pretrained_encoder(path):
     if bundle.tokenizer is None:
         raise ValueError(f"--init-from '{path}' holds no tokenizer; save it with one.")
     return bundle
+
+
+def fit_length_to_positions(args, pretrained):
+    """Caps the default `--max-length` at `pretrained`'s learned positions; a longer one given
+    is refused, naming both.
+    """
+    if pretrained.position != "learned" or args.max_length <= pretrained.max_sequence_length:
+        return
+    table = pretrained.max_sequence_length
+    if args.max_length_given:
+        raise ValueError(
+            f"--max-length {args.max_length} exceeds the {table} positions the encoder of "
+            f"'{args.init_from}' learned; pass --max-length {table} or less."
+        )
+    args.max_length = table
 
 
 def print_batch_shapes(fixed_shapes, batch_size, max_length, train_shapes, val_shapes):
@@ -346,6 +456,9 @@ def run(args, argv):
         bundle = load_pretrained_encoder(args.init_from)
         tokenizer, pretrained = bundle.tokenizer, bundle.model
         print(f"tokenizer: the pretrained one, {tokenizer.vocabulary_size} pieces")
+        fit_length_to_positions(args, pretrained)
+        if describe_defaults(args):
+            print(f"defaults: {describe_defaults(args)}")
     else:
         tokenizer = SubwordTokenizer.train(
             train_texts, vocabulary_size=args.vocabulary_size, mask_token=True
@@ -393,7 +506,12 @@ def run(args, argv):
     val_shapes = batch_shapes(val_data)
     val_data = val_data.apply(tf.data.experimental.assert_cardinality(sum(val_shapes.values())))
     print_batch_shapes(fixed_shapes, args.batch_size, args.max_length, train_shapes, val_shapes)
-    compile_classifier(model, args.learning_rate, total_steps=steps_per_epoch * args.epochs)
+    compile_classifier(
+        model,
+        args.learning_rate,
+        total_steps=steps_per_epoch * args.epochs,
+        warmup_fraction=args.warmup_fraction,
+    )
     os.makedirs(args.output_dir, exist_ok=True)
     callbacks = [
         # The previous backup too: a run killed while the backup is written falls back to it.
@@ -449,6 +567,7 @@ def run(args, argv):
         "max_length": args.max_length,
         "data_set": args.dataset,
         "train_texts": len(train_texts),
+        "reported_texts": len(reported[0]),
         "scores": scores,
         "epochs_run": len(history.epoch),
         "lora_rank": args.lora_rank,

@@ -62,3 +62,53 @@ def test_pretrain_objective_and_packing_flags():
     args = pretrain.parse_args(["--quick", "--objective", "electra", "--pack", "--steps", "9"])
     assert (args.objective, args.pack, args.steps) == ("electra", True, 9)
     assert pretrain.OBJECTIVES[args.objective] == "replaced_token_detection"
+
+
+def _huggingface_folder(tmp_path):
+    """What `--init-from` reads to choose the recipe: a config.json naming a `model_type`."""
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    return str(folder)
+
+
+def test_train_fine_tunes_a_hugging_face_folder_with_bert_recipe(tmp_path):
+    folder = _huggingface_folder(tmp_path)
+    args = train.parse_args(["--init-from", folder])
+    recipe = (args.learning_rate, args.epochs, args.batch_size, args.warmup_fraction)
+    assert recipe == (5e-5, 2, 32, 0.1)
+    assert (args.max_length, args.dropout, args.max_length_given) == (64, None, False)
+    assert train.parse_args(["--init-from", folder, "--lora-rank", "8"]).learning_rate == 5e-4
+    assert train.parse_args(["--init-from", folder, "--dataset", "imdb", "--data-dir", folder]
+                            ).max_length == 512  # fmt: skip
+    # Every flag still wins.
+    given = train.parse_args(
+        ["--init-from", folder, "--learning-rate", "3e-5", "--epochs", "3", "--batch-size",
+         "16", "--warmup-fraction", "0", "--dropout", "0.2", "--max-length", "128"]
+    )  # fmt: skip
+    assert (given.learning_rate, given.epochs, given.batch_size) == (3e-5, 3, 16)
+    assert (given.warmup_fraction, given.dropout, given.max_length) == (0.0, 0.2, 128)
+
+
+def test_train_keeps_the_from_scratch_recipe_elsewhere(tmp_path):
+    scratch = train.parse_args([])
+    recipe = (scratch.learning_rate, scratch.epochs, scratch.batch_size, scratch.warmup_fraction)
+    assert recipe == (1e-3, 8, 64, 0.06) and scratch.dropout == 0.1
+    # An encoder pretrained by `pretrain` (no config.json) fine-tunes at the same rate.
+    ours = tmp_path / "model"
+    ours.mkdir()
+    assert train.parse_args(["--init-from", str(ours)]).learning_rate == 1e-3
+
+
+class _Encoder:
+    position, max_sequence_length = "learned", 40
+
+
+def test_train_fits_the_length_to_the_learned_positions(tmp_path):
+    folder = _huggingface_folder(tmp_path)
+    args = train.parse_args(["--init-from", folder])
+    train.fit_length_to_positions(args, _Encoder())
+    assert args.max_length == 40
+    args = train.parse_args(["--init-from", folder, "--max-length", "64"])
+    with pytest.raises(ValueError, match="--max-length 64 exceeds the 40 positions the encoder"):
+        train.fit_length_to_positions(args, _Encoder())
