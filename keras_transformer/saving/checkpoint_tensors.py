@@ -165,3 +165,113 @@ def layer_norm(prefix, layer):
 def dense(prefix, layer):
     """A `torch.nn.Linear` and its bias ↔ a `Dense`."""
     return [linear(f"{prefix}.weight", layer), bias(f"{prefix}.bias", layer)]
+
+
+@dataclasses.dataclass
+class Size:
+    """A size `config.json` states and the checkpoint's tensors that hold it.
+
+    Args:
+        key: the config's key (`"vocab_size"`).
+        value: the size the model would be built with.
+        tensors: names of tensors that hold it (a tied tensor's names, or the
+            same tensor in every layer): one of them found with the size is
+            enough, a single odd tensor being `assign`'s to name.
+        axis: the axis of those tensors that has the size.
+        stated: how the message words the config's value. Defaults to `value`.
+        optional: a file may lack every one of `tensors` (then nothing is checked).
+    """
+
+    key: str
+    value: int
+    tensors: tuple
+    axis: int
+    stated: str = None
+    optional: bool = False
+
+
+@dataclasses.dataclass
+class LayerCount:
+    """A number of layers `config.json` states, and the tensors' prefix (`"encoder.layer."`)."""
+
+    key: str
+    value: int
+    prefix: str
+
+
+def check_sizes(checks, shapes, source, weights):
+    """Refuses a `config.json` whose sizes are not those of its tensors, before any building.
+
+    Only the shapes are read (a safetensors header), so a config claiming a
+    huge size is refused without allocating it.
+
+    Args:
+        checks: `Size` and `LayerCount` entries.
+        shapes: `{name: shape}` of the checkpoint's tensors.
+        source: the folder, as messages name it.
+        weights: the weight file, as messages name it (`"model.safetensors"`).
+
+    Raises:
+        PretrainedDirectoryError: naming, for each size that disagrees, the
+            config's key and value and the tensor with its shape.
+    """
+    problems = []
+    for check in checks:
+        if isinstance(check, LayerCount):
+            problem = _layer_count_problem(check, shapes, weights)
+        else:
+            problem = _size_problem(check, shapes, weights)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise PretrainedDirectoryError(
+            f"{source}: "
+            + "; ".join(problems)
+            + ". The config.json and the weights must be the same checkpoint's."
+        )
+
+
+def _size_problem(check, shapes, weights):
+    found = [name for name in check.tensors if len(shapes.get(name, ())) > check.axis]
+    stated = check.value if check.stated is None else check.stated
+    if not found:
+        # No layer's tensor at all: the layer count names that.
+        if check.optional or not check.tensors:
+            return None
+        return f"{weights} has no '{check.tensors[0]}', which holds config.json's `{check.key}`"
+    if any(shapes[name][check.axis] == check.value for name in found):
+        return None
+    name = found[0]
+    return f"config.json says `{check.key}` {stated} but '{name}' is {shapes[name]}"
+
+
+def _layer_count_problem(check, shapes, weights):
+    indices = set()
+    for name in shapes:
+        if name.startswith(check.prefix):
+            segment = name[len(check.prefix) :].split(".")[0]
+            if segment.isdigit():
+                indices.add(int(segment))
+    indices = sorted(indices)
+    # Not `set(range(check.value))`: the config's number may be huge.
+    if indices == list(range(len(indices))) and len(indices) == check.value:
+        return None
+    if not indices:
+        held = f"no tensors for layers ({check.prefix}0, ...)"
+    elif indices == list(range(len(indices))) and len(indices) > 1:
+        held = f"tensors for {len(indices)} layers ({check.prefix}0–{indices[-1]})"
+    else:
+        counted = "1 layer" if len(indices) == 1 else f"{len(indices)} layers"
+        held = f"tensors for {counted} ({check.prefix}{', '.join(map(str, indices))})"
+    return f"config.json says `{check.key}` {check.value} but {weights} has {held}"
+
+
+def per_layer(shapes, prefix, suffix):
+    """The names `prefix<i>suffix` among `shapes`, in layer order (only those the file holds)."""
+    names = []
+    for name in shapes:
+        if name.startswith(prefix) and name.endswith(suffix):
+            index = name[len(prefix) : len(name) - len(suffix)]
+            if index.isdigit():
+                names.append((int(index), name))
+    return tuple(name for _, name in sorted(names))

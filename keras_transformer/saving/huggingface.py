@@ -1,5 +1,6 @@
 """Hugging Face checkpoint folders (MarianMT, BERT, GPT-2) in and out of our models."""
 
+import contextlib
 import json
 import pathlib
 import warnings
@@ -15,7 +16,7 @@ from keras_transformer.saving.pretrained import (
     Pretrained,
     PretrainedDirectoryError,
 )
-from keras_transformer.saving.safetensors_files import SAFETENSORS_FILE, read_tensors, write_tensors
+from keras_transformer.saving.safetensors_files import SAFETENSORS_FILE, WeightFiles, write_tensors
 
 ARCHITECTURES = {module.MODEL_TYPE: module for module in (marian, bert, gpt2)}
 # What each tokenizer reads, for the message of a folder without one.
@@ -72,9 +73,13 @@ def load_huggingface(directory, allow_pickle=False):
     Raises:
         PretrainedDirectoryError: (a `ValueError`) naming what is wrong: no
             such folder, no `config.json`, an unsupported `model_type` or
-            architecture, only a pickle file, a missing, unexpected or
-            mis-shaped tensor (with the expected shape), a setting we do not
-            compute.
+            architecture, a value of `config.json` no model can have (by its
+            key: `hidden_size` not divisible by `num_attention_heads`, a size
+            below 1, ...), a size of `config.json` its tensors do not have
+            (the key, the tensor and both sizes; checked from the safetensors
+            header before anything is built), only a pickle file, a missing,
+            unexpected or mis-shaped tensor (with the expected shape), a
+            setting we do not compute.
 
     Example:
 
@@ -113,27 +118,31 @@ def load_huggingface(directory, allow_pickle=False):
             f"{model_type!r} this library reads {', '.join(module.ARCHITECTURES)}."
         )
     source = f"'{directory}'"
-    tensors = read_tensors(directory, allow_pickle=allow_pickle)
+    # config.json's values, then its sizes against the tensors' shapes (the safetensors
+    # headers alone): a config that disagrees with its tensors, or claims a huge size, is
+    # refused before any tensor is read or any layer allocated.
+    with _config_keys(directory, architecture):
+        module.check_config(config, directory / CONFIG_FILE, architecture)
+    weights = WeightFiles(directory, allow_pickle=allow_pickle)
+    shapes = weights.shapes()
+    with _config_keys(directory, architecture):
+        sizes = module.sizes(config, shapes, architecture)
+    ct.check_sizes(sizes, shapes, source, weights.name)
+    tensors = weights.tensors()
     ignored = module.IGNORED
-    try:
+    with _config_keys(directory, architecture):
         if module is marian:
             model = marian.model_from_config(config, tensors, source)
             entries = marian.tensors(model)
         elif module is bert:
             tensors = _modern_layer_norm_names(tensors)
             model = bert.model_from_config(config, architecture, source)
-            prefix = "bert." if any(name.startswith("bert.") for name in tensors) else ""
-            entries = bert.tensors(model, prefix, architecture)
+            entries = bert.tensors(model, bert.prefix_of(tensors), architecture)
             if architecture == "BertModel":
                 ignored += ("pooler.dense.weight", "pooler.dense.bias")
         else:
             model = gpt2.model_from_config(config, source)
-            prefix = "transformer." if any(n.startswith("transformer.") for n in tensors) else ""
-            entries = gpt2.tensors(model, prefix)
-    except KeyError as error:
-        raise PretrainedDirectoryError(
-            f"'{directory / CONFIG_FILE}' lacks {error}, which a {architecture} config holds."
-        ) from error
+            entries = gpt2.tensors(model, gpt2.prefix_of(tensors))
     ct.assign(tensors, entries, source, ignored=ignored)
     tokenizer = _load_tokenizer(directory, model_type)
     metadata = {
@@ -145,6 +154,17 @@ def load_huggingface(directory, allow_pickle=False):
         "tokenizer_class": None if tokenizer is None else type(tokenizer).__name__,
     }
     return Pretrained(model=model, tokenizer=tokenizer, metadata=metadata)
+
+
+@contextlib.contextmanager
+def _config_keys(directory, architecture):
+    """A key that config.json lacks, named as such."""
+    try:
+        yield
+    except KeyError as error:
+        raise PretrainedDirectoryError(
+            f"'{directory / CONFIG_FILE}' lacks {error}, which a {architecture} config holds."
+        ) from error
 
 
 def _read_config(directory):

@@ -15,6 +15,7 @@ from keras_transformer.saving import checkpoint_tensors as ct
 from keras_transformer.saving.huggingface_config import (
     activation_from,
     activation_name,
+    check_values,
     learned_embedding_problems,
     refuse,
     refuse_options,
@@ -23,6 +24,72 @@ from keras_transformer.saving.huggingface_config import (
 MODEL_TYPE = "bert"
 ARCHITECTURES = ("BertModel", "BertForMaskedLM", "BertForSequenceClassification")
 IGNORED = ("embeddings.position_ids",)
+
+
+def check_config(config, path, architecture):
+    """Refuses `config.json`'s sizes, rates and ids that no model can be built with, by key."""
+    check_values(
+        config,
+        path,
+        architecture,
+        sizes=(
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+        ),
+        optional_sizes=("type_vocab_size", "num_labels"),
+        heads=(("hidden_size", "num_attention_heads"),),
+        epsilons=("layer_norm_eps",),
+        rates=("hidden_dropout_prob", "attention_probs_dropout_prob"),
+        token_ids=("pad_token_id",),
+    )
+
+
+def prefix_of(names):
+    """`"bert."` for the task models' files, `""` for `BertModel`'s."""
+    return "bert." if any(name.startswith("bert.") for name in names) else ""
+
+
+def sizes(config, shapes, architecture):
+    """The config's sizes and the tensors that hold them, for `checkpoint_tensors.check_sizes`."""
+    prefix = prefix_of(shapes)
+    words = (f"{prefix}embeddings.word_embeddings.weight", "cls.predictions.decoder.weight")
+    checks = [
+        ct.LayerCount("num_hidden_layers", config["num_hidden_layers"], f"{prefix}encoder.layer."),
+        ct.Size("vocab_size", config["vocab_size"], words, 0),
+        ct.Size("hidden_size", config["hidden_size"], words, 1),
+        ct.Size(
+            "max_position_embeddings",
+            config["max_position_embeddings"],
+            (f"{prefix}embeddings.position_embeddings.weight",),
+            0,
+        ),
+        ct.Size(
+            "intermediate_size",
+            config["intermediate_size"],
+            ct.per_layer(shapes, f"{prefix}encoder.layer.", ".intermediate.dense.weight"),
+            0,
+        ),
+    ]
+    token_types = config.get("type_vocab_size", 2)
+    if token_types is not None:
+        name = f"{prefix}embeddings.token_type_embeddings.weight"
+        checks.append(ct.Size("type_vocab_size", token_types, (name,), 0))
+    if architecture == "BertForSequenceClassification":
+        key, num_classes = _num_classes(config)
+        checks.append(ct.Size(key, num_classes, ("classifier.weight",), 0))
+    return checks
+
+
+def _num_classes(config):
+    """`(key, number)`: transformers writes `id2label` alone, older files `num_labels` too."""
+    if config.get("num_labels"):
+        return "num_labels", config["num_labels"]
+    labels = config.get("id2label") or {}
+    return "id2label", len(labels) or 2
 
 
 def model_from_config(config, architecture, source):
@@ -54,8 +121,7 @@ def model_from_config(config, architecture, source):
         num_token_types=config.get("type_vocab_size", 2),
     )
     if architecture == "BertForSequenceClassification":
-        labels = config.get("id2label") or {}
-        num_classes = config.get("num_labels") or len(labels) or 2
+        _, num_classes = _num_classes(config)
         return TransformerClassifier(num_classes=num_classes, pooling="pooler", **arguments)
     return MaskedLM(**arguments)
 

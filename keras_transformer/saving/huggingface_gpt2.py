@@ -14,6 +14,7 @@ from keras_transformer.saving.huggingface_config import (
     activation_from,
     activation_name,
     attention_variant_problems,
+    check_values,
     learned_embedding_problems,
     refuse,
     refuse_options,
@@ -23,6 +24,47 @@ MODEL_TYPE = "gpt2"
 ARCHITECTURES = ("GPT2LMHeadModel", "GPT2Model")
 # The causal-mask buffers of older files.
 IGNORED = ("attn.bias", "attn.masked_bias")
+
+
+def check_config(config, path, architecture):
+    """Refuses `config.json`'s sizes, rates and ids that no model can be built with, by key."""
+    check_values(
+        config,
+        path,
+        architecture,
+        sizes=("vocab_size", "n_embd", "n_layer", "n_head", "n_positions"),
+        optional_sizes=("n_inner",),
+        heads=(("n_embd", "n_head"),),
+        epsilons=("layer_norm_epsilon",),
+        rates=("resid_pdrop", "attn_pdrop"),
+        token_ids=("eos_token_id", "pad_token_id"),
+    )
+
+
+def prefix_of(names):
+    """`"transformer."` for `GPT2LMHeadModel`'s files, `""` for `GPT2Model`'s."""
+    return "transformer." if any(name.startswith("transformer.") for name in names) else ""
+
+
+def sizes(config, shapes, architecture):
+    """The config's sizes and the tensors that hold them, for `checkpoint_tensors.check_sizes`."""
+    prefix = prefix_of(shapes)
+    words = (f"{prefix}wte.weight", "lm_head.weight")
+    inner = config.get("n_inner")
+    stated = None if inner else f"null (4 × `n_embd`: {4 * config['n_embd']})"
+    return [
+        ct.LayerCount("n_layer", config["n_layer"], f"{prefix}h."),
+        ct.Size("vocab_size", config["vocab_size"], words, 0),
+        ct.Size("n_embd", config["n_embd"], words[:1], 1),
+        ct.Size("n_positions", config["n_positions"], (f"{prefix}wpe.weight",), 0),
+        ct.Size(
+            "n_inner",
+            inner or 4 * config["n_embd"],
+            ct.per_layer(shapes, f"{prefix}h.", ".mlp.c_fc.weight"),
+            1,
+            stated=stated,
+        ),
+    ]
 
 
 def model_from_config(config, source):

@@ -15,6 +15,7 @@ from keras_transformer.saving.huggingface_config import (
     activation_from,
     activation_name,
     attention_variant_problems,
+    check_values,
     refuse,
     refuse_options,
 )
@@ -24,6 +25,59 @@ ARCHITECTURES = ("MarianMTModel",)
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which Marian does not change
 # Recomputed by transformers on load; older files hold them.
 IGNORED = ("embed_positions.weight",)
+
+
+def check_config(config, path, architecture):
+    """Refuses `config.json`'s sizes, rates and ids that no model can be built with, by key."""
+    shared = config.get("share_encoder_decoder_embeddings", True)
+    check_values(
+        config,
+        path,
+        architecture,
+        sizes=(
+            "vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "encoder_ffn_dim",
+        )
+        + (() if shared else ("decoder_vocab_size",)),
+        # The decoder's must equal the encoder's, which `model_from_config` checks.
+        optional_sizes=("decoder_attention_heads", "decoder_ffn_dim", "max_position_embeddings"),
+        heads=(("d_model", "encoder_attention_heads"),),
+        rates=("dropout", "attention_dropout", "activation_dropout"),
+        token_ids=("pad_token_id", "eos_token_id", "decoder_start_token_id"),
+    )
+
+
+def sizes(config, shapes, architecture):
+    """The config's sizes and the tensors that hold them, for `checkpoint_tensors.check_sizes`."""
+    encoder_words = ("model.encoder.embed_tokens.weight",)
+    decoder_words = ("model.decoder.embed_tokens.weight", "lm_head.weight")
+    if config.get("share_encoder_decoder_embeddings", True):
+        encoder_words = ("model.shared.weight", *encoder_words, *decoder_words)
+        target = []
+    else:
+        target = [ct.Size("decoder_vocab_size", config["decoder_vocab_size"], decoder_words, 0)]
+    checks = [
+        ct.LayerCount("encoder_layers", config["encoder_layers"], "model.encoder.layers."),
+        ct.LayerCount("decoder_layers", config["decoder_layers"], "model.decoder.layers."),
+        ct.Size("vocab_size", config["vocab_size"], encoder_words, 0),
+        *target,
+        ct.Size("d_model", config["d_model"], encoder_words, 1),
+    ]
+    for side in ("encoder", "decoder"):
+        key = f"{side}_ffn_dim"
+        if config.get(key) is not None:
+            names = ct.per_layer(shapes, f"model.{side}.layers.", ".fc1.weight")
+            checks.append(ct.Size(key, config[key], names, 0))
+    if config.get("max_position_embeddings") is not None:
+        # Older files hold the sinusoidal tables that transformers now recomputes.
+        names = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+        key = "max_position_embeddings"
+        checks.append(ct.Size(key, config[key], names, 0, optional=True))
+    return checks
 
 
 def model_from_config(config, tensors, source):
