@@ -7,6 +7,7 @@ from keras_transformer.saving.pretrained import (
     load_pretrained,
     save_pretrained,
 )
+from keras_transformer.saving.sentence_pooling import sentence_embeddings
 from keras_transformer.saving.serving import export_serving
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "load_pretrained",
     "save_huggingface",
     "save_pretrained",
+    "sentence_embeddings",
 ]
