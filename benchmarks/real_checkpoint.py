@@ -9,6 +9,8 @@ folder as a user downloads it (e.g. sentence-transformers/all-MiniLM-L6-v2: `con
   and a few awkward strings;
 * ``hidden states``: the largest difference of the last hidden states at real positions,
   float32, batches of padded rows, token type 1 on the second half of each row;
+* ``embedding difference``: for a sentence-transformers folder of mean pooling and
+  `Normalize`, `sentence_embeddings` against transformers' hidden states pooled so;
 * ``load s``, ``ours s``, ``theirs s``: loading, and the forward pass over every batch
   (ours: `encode`, TensorFlow or the `KERAS_BACKEND`; theirs: PyTorch on the CPU).
 
@@ -23,6 +25,7 @@ The exit status is 1 when an id differs or a hidden state differs by more than
 
 import argparse
 import gzip
+import json
 import os
 import sys
 import time
@@ -87,12 +90,15 @@ def batches(ids_rows, batch_size, pad_id):
 
 
 def compare_hidden_states(model, theirs, ids_rows, batch_size, pad_id):
-    """The largest hidden-state difference at real positions, and each side's seconds."""
+    """The largest hidden-state difference at real positions, each side's seconds, and
+    transformers' states mean-pooled and normalised (a sentence-transformers folder's
+    embeddings), one row per text.
+    """
     import keras
     import numpy as np
     import torch
 
-    largest, ours_seconds, theirs_seconds = 0.0, 0.0, 0.0
+    largest, ours_seconds, theirs_seconds, pooled = 0.0, 0.0, 0.0, []
     for ids, types, real in batches(ids_rows, batch_size, pad_id):
         begin = time.perf_counter()
         hidden = keras.ops.convert_to_numpy(
@@ -108,7 +114,26 @@ def compare_hidden_states(model, theirs, ids_rows, batch_size, pad_id):
             ).last_hidden_state.numpy()
         theirs_seconds += time.perf_counter() - begin
         largest = max(largest, float(np.abs(hidden - expected)[real].max()))
-    return largest, ours_seconds, theirs_seconds
+        with torch.no_grad():  # token type 0, as sentence-transformers runs the texts
+            states = theirs(
+                input_ids=torch.tensor(ids, dtype=torch.long),
+                attention_mask=torch.tensor(real, dtype=torch.long),
+            ).last_hidden_state.numpy()
+        mean = (states * real[..., None]).sum(1) / real.sum(1, keepdims=True)
+        pooled.append(mean / np.linalg.norm(mean, axis=1, keepdims=True))
+    return largest, ours_seconds, theirs_seconds, np.concatenate(pooled)
+
+
+def mean_pooled_and_normalised(folder):
+    """Whether `folder` is a sentence-transformers folder of mean pooling and `Normalize`."""
+    try:
+        with open(os.path.join(folder, "modules.json"), encoding="utf-8") as file:
+            steps = [step.get("type", "") for step in json.load(file)]
+        with open(os.path.join(folder, "1_Pooling", "config.json"), encoding="utf-8") as file:
+            mean = json.load(file).get("pooling_mode_mean_tokens", False)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return mean and any(step.endswith("Normalize") for step in steps)
 
 
 def main(argv=None):
@@ -131,23 +156,43 @@ def main(argv=None):
     ours_ids = bundle.tokenizer.encode(texts)  # with [CLS] and [SEP], as transformers
     theirs_ids = theirs_tokenizer(texts)["input_ids"]
     different = [text for text, a, b in zip(texts, ours_ids, theirs_ids) if a != b]
-    largest, ours_seconds, theirs_seconds = compare_hidden_states(
+    largest, ours_seconds, theirs_seconds, pooled = compare_hidden_states(
         bundle.model, theirs, theirs_ids, args.batch_size, bundle.tokenizer.pad_id
     )
     passed = not different and largest <= args.tolerance
+    embedding_difference = "-"
+    if mean_pooled_and_normalised(args.folder):
+        import numpy as np
+
+        from keras_transformer.saving import sentence_embeddings
+
+        embeddings = sentence_embeddings(bundle, texts, directory=args.folder)
+        difference = float(np.abs(embeddings - pooled).max())
+        passed = passed and difference <= args.tolerance
+        embedding_difference = f"{difference:.1e}"
     name = os.path.basename(os.path.normpath(args.folder))
     rows = [
         [
             name,
             f"{len(texts) - len(different)} of {len(texts)} equal",
             f"{largest:.1e}",
+            embedding_difference,
             f"{load_seconds:.2f}",
             f"{ours_seconds:.2f}",
             f"{theirs_seconds:.2f}",
         ]
     ]
     table = markdown_table(
-        ["folder", "ids", "largest hidden difference", "load s", "ours s", "theirs s"], rows
+        [
+            "folder",
+            "ids",
+            "largest hidden difference",
+            "largest embedding difference",
+            "load s",
+            "ours s",
+            "theirs s",
+        ],
+        rows,
     )
     print(table)
     for text in different[:5]:

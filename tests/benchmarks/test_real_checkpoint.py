@@ -1,6 +1,7 @@
-"""benchmarks/real_checkpoint.py on a tiny folder as transformers writes it: ids and hidden
-states equal, and a changed tensor caught."""
+"""benchmarks/real_checkpoint.py on a tiny folder as transformers writes it: ids, hidden
+states and sentence embeddings equal, and a changed weight caught."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -28,7 +29,18 @@ def _folder(directory):
     transformers.BertModel(config).save_pretrained(directory)
     with pytest.warns(UserWarning, match="no tokenizer files"):
         model = load_huggingface(directory).model
-    return save_huggingface(model, directory, WordPieceTokenizer(vocabulary))
+    folder = save_huggingface(model, directory, WordPieceTokenizer(vocabulary))
+    # A sentence-transformers folder: mean pooling, then Normalize.
+    kinds = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
+    steps = [
+        {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+        for i, (path, kind) in enumerate(kinds)
+    ]
+    (folder / "modules.json").write_text(json.dumps(steps))
+    (folder / "1_Pooling").mkdir()
+    pooling = {"word_embedding_dimension": 16, "pooling_mode_mean_tokens": True}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    return folder
 
 
 def test_a_folder_agrees_with_transformers_and_a_changed_weight_does_not(tmp_path, monkeypatch):
