@@ -158,6 +158,8 @@ class BytePairGraphTokenizer(tf.Module):
             "",
         )
         ranks = {f"{left} {right}": rank for (left, right), rank in tokenizer._ranks.items()}
+        # A table needs a key: " " alone is no pair of symbols (a tokenizer without merges).
+        ranks = ranks or {" ": _NO_RANK}
         self._ranks = _table(list(ranks), list(ranks.values()), tf.string, tf.int32, _NO_RANK)
         self._vocabulary_table = _table(
             list(vocabulary), list(vocabulary.values()), tf.string, tf.int32, -1

@@ -175,8 +175,9 @@ class WordPieceGraphTokenizer(tf.Module):
         keys, first, second = _lowercase_map()
         self._lower_first = _int_table(keys, first)
         self._lower_second = _int_table(keys, second)
-        # No word is empty or holds a space, so those tokens could never be matched.
-        tokens = [token for token in vocabulary if token and " " not in token]
+        # No word is empty or holds a space or U+0000 (dropped by the clean-up), so such
+        # tokens could never be matched (and FastWordpieceTokenizer refuses U+0000).
+        tokens = [t for t in vocabulary if t and " " not in t and "\x00" not in t]
         unk_token = tokenizer._tokens["unk_token"]
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             tokens,

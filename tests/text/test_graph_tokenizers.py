@@ -131,14 +131,25 @@ def test_wordpiece_graph_edges(folders):
     assert graph.tokenize("[MASK]x").numpy().tolist()[0] == python.mask_id
 
 
+def test_wordpiece_graph_lowercases_character_by_character():
+    # Python's `str.lower`, one character at a time: "İ" becomes "i" + U+0307 (kept
+    # without accent stripping), and a final "Σ" is "σ", not the final form "ς".
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "i", "##\u0307", "##stanbul", "οδοσ", "οδος"]
+    python = WordPieceTokenizer(vocabulary, strip_accents=False)
+    graph = WordPieceGraphTokenizer(python)
+    expected = assert_same_ids(graph, python, ["İstanbul", "ΟΔΟΣ"])
+    assert expected == [[4, 5, 6], [7]]
+
+
 def test_wordpiece_graph_random_code_points():
+    texts = RANDOM + EDGES
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    characters = sorted({c for text in RANDOM for c in text.lower()})
-    vocabulary += characters[::2] + ["##" + c for c in characters[::3]]
-    vocabulary += sorted({text[i : i + 2].lower() for text in RANDOM for i in range(len(text))})
+    characters = sorted({c for text in texts for c in text.lower()})
+    vocabulary += characters[::2] + ["##" + c for c in characters[1::2]]
+    vocabulary += sorted({text[i : i + 2].lower() for text in texts for i in range(len(text))})
     for options in ({}, {"lowercase": False}, {"strip_accents": False}):
         python = WordPieceTokenizer(list(dict.fromkeys(vocabulary)), **options)
-        assert_same_ids(WordPieceGraphTokenizer(python), python, RANDOM)
+        assert_same_ids(WordPieceGraphTokenizer(python), python, texts)
 
 
 def test_icu_nfd_equals_unicodedata_on_every_kept_code_point():
@@ -247,11 +258,19 @@ def test_byte_pair_graph_merges_overlapping_pairs_left_to_right():
     texts = ["aaaaa", "aaaa", "aaab", "baaa ab", "a"]
     expected = assert_same_ids(graph, python, texts)
     assert expected[0] == [vocabulary["aa"], vocabulary["aaa"]]
+    # Every occurrence of the best pair merges in the same step: with "aa a" ranked before
+    # "a a", "aaaa" is "aa" "aa" (one "a a" at a time would make "aaa" "a").
+    python = BytePairTokenizer(vocabulary, ["aa a", "a a"])
+    expected = assert_same_ids(BytePairGraphTokenizer(python), python, ["aaaa", "aaaaaaa"])
+    assert expected[0] == [vocabulary["aa"], vocabulary["aa"]]
     # A byte symbol missing from the vocabulary is dropped, as in the Python tokenizer.
     del vocabulary["x"]
     vocabulary = {token: i for i, token in enumerate(vocabulary)}
     python = BytePairTokenizer(vocabulary, ["a a", "aa a", "a b"])
     assert assert_same_ids(BytePairGraphTokenizer(python), python, ["axa", "x"])[1] == []
+    # No merges at all: every byte is a token.
+    python = BytePairTokenizer(vocabulary, [])
+    assert len(assert_same_ids(BytePairGraphTokenizer(python), python, ["aé b"])[0]) == 5
 
 
 # ---------------------------------------------------------------------------------------
@@ -278,13 +297,10 @@ def test_graph_tokenizers_read_invalid_utf8_as_replaced(folders, name):
 
 
 @pytest.mark.parametrize("name", ["wordpiece", "byte_pair"])
-def test_graph_tokenizers_run_in_tf_function_and_tf_data(folders, name):
+def test_graph_tokenizers_run_in_tf_data(folders, name):
     graph, python = graph_and_python(folders, name)
     texts = SENTENCES[:24]
     expected = python.tokenize(texts).to_list()
-    traced = tf.function(graph.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
-    assert traced(tf.constant(texts)).to_list() == expected
-    assert traced(tf.constant([], tf.string)).to_list() == []
     dataset = tf.data.Dataset.from_tensor_slices(texts).batch(5).map(graph.tokenize)
     assert [row for batch in dataset for row in batch.to_list()] == expected
     single = graph.tokenize(texts[3])
