@@ -140,9 +140,8 @@ class BytePairGraphTokenizer(tf.Module):
         self._pad_id, self._unk_id = tokenizer.pad_id, tokenizer.unk_id
         self._start_id, self._end_id = tokenizer.start_id, tokenizer.end_id
         self._add_prefix_space = tokenizer.add_prefix_space
-        vocabulary = tokenizer._vocabulary
-        specials = [token for token in tokenizer._tokens.values() if token]
-        specials += tokenizer._additional_special_tokens
+        vocabulary = tokenizer.vocabulary
+        specials = tokenizer.special_tokens
         self._splitter = SpecialTokenSplitter({token: vocabulary[token] for token in specials})
         starts, letters = _spelling()
         self._spelling_starts = tf.constant(starts, tf.int32)
@@ -157,7 +156,8 @@ class BytePairGraphTokenizer(tf.Module):
             tf.string,
             "",
         )
-        ranks = {f"{left} {right}": rank for (left, right), rank in tokenizer._ranks.items()}
+        # A pair listed twice takes its last rank, as in the Python tokenizer.
+        ranks = {f"{left} {right}": rank for rank, (left, right) in enumerate(tokenizer.merges)}
         # A table needs a key: " " alone is no pair of symbols (a tokenizer without merges).
         ranks = ranks or {" ": _NO_RANK}
         self._ranks = _table(list(ranks), list(ranks.values()), tf.string, tf.int32, _NO_RANK)
@@ -166,15 +166,16 @@ class BytePairGraphTokenizer(tf.Module):
         )
         # Decoding: the bytes of each id, as `BytePairTokenizer._decode_ids` makes them.
         decoder = {character: byte for byte, character in encoder.items()}
-        surfaces = []
-        for token in tokenizer._pieces:
+        surfaces = [b""] * self._vocabulary_size  # an id no token has decodes to nothing
+        for token, index in vocabulary.items():
             if all(character in decoder for character in token):
-                surfaces.append(bytes(decoder[character] for character in token))
+                surfaces[index] = bytes(decoder[character] for character in token)
             else:
-                surfaces.append(token.encode("utf-8"))
+                surfaces[index] = token.encode("utf-8")
         self._surfaces = tf.constant(surfaces, tf.string)
+        # `decode(ids, skip_special_tokens=True)` drops the special tokens' ids.
         skipped = np.zeros(self._vocabulary_size, bool)
-        skipped[sorted(tokenizer._skipped_ids)] = True
+        skipped[[vocabulary[token] for token in specials]] = True
         self._skipped = tf.constant(skipped)
 
     @property

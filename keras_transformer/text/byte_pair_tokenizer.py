@@ -203,6 +203,11 @@ class BytePairTokenizer(HuggingFacePythonTokenizer):
         return set(bytes_to_unicode().values())
 
     @property
+    def merges(self):
+        """The merges, a list of `(left, right)` token pairs, highest priority first."""
+        return list(self._merges)
+
+    @property
     def add_prefix_space(self):
         """Whether a space is put before text that does not start with one."""
         return self._add_prefix_space

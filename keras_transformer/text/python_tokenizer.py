@@ -126,6 +126,17 @@ class HuggingFacePythonTokenizer:
         return self._vocabulary_size
 
     @property
+    def vocabulary(self):
+        """A dict of token to id (a copy)."""
+        return dict(self._vocabulary)
+
+    @property
+    def special_tokens(self):
+        """The special tokens (kept whole when written in a text, dropped by `decode`): a list."""
+        named = [token for token in self._tokens.values() if token]
+        return named + list(self._additional_special_tokens)
+
+    @property
     def pad_id(self):
         """The id batches are padded with."""
         return self._pad_id

@@ -37,17 +37,17 @@ def _code_point_classes():
     for code_point in range(_LAST_CODE_POINT + 1):
         character = chr(code_point)
         category = unicodedata.category(character)
-        if character in wordpiece_tokenizer._WHITESPACE:
+        if character in wordpiece_tokenizer.WHITESPACE:
             value = _TO_SPACE
         elif code_point in (0, 0xFFFD) or category.startswith("C"):
             value = _DROP
-        elif code_point >= 0x3400 and wordpiece_tokenizer._is_cjk(code_point):
+        elif code_point >= 0x3400 and wordpiece_tokenizer.is_cjk(code_point):
             value = _CJK
         else:
             value = _KEEP
         if category == "Mn":
             value |= _MARK
-        if wordpiece_tokenizer._is_punctuation(character):
+        if wordpiece_tokenizer.is_punctuation(character):
             value |= _PUNCTUATION
         classes[code_point] = value
     starts = np.concatenate([[0], np.flatnonzero(np.diff(classes)) + 1]).astype(np.int32)
@@ -163,11 +163,10 @@ class WordPieceGraphTokenizer(tf.Module):
         self._pad_id, self._unk_id = tokenizer.pad_id, tokenizer.unk_id
         self._start_id, self._end_id = tokenizer.start_id, tokenizer.end_id
         self._lowercase = tokenizer.lowercase
-        self._strip_accents = tokenizer._strip_accents
-        self._tokenize_chinese_chars = tokenizer._tokenize_chinese_chars
-        vocabulary = tokenizer._vocabulary
-        specials = [token for token in tokenizer._tokens.values() if token]
-        specials += tokenizer._additional_special_tokens
+        self._strip_accents = tokenizer.strip_accents
+        self._tokenize_chinese_chars = tokenizer.tokenize_chinese_chars
+        vocabulary = tokenizer.vocabulary
+        specials = tokenizer.special_tokens
         self._splitter = SpecialTokenSplitter({token: vocabulary[token] for token in specials})
         starts, classes = _code_point_classes()
         self._class_starts = tf.constant(starts, tf.int32)
@@ -178,12 +177,12 @@ class WordPieceGraphTokenizer(tf.Module):
         # No word is empty or holds a space or U+0000 (dropped by the clean-up), so such
         # tokens could never be matched (and FastWordpieceTokenizer refuses U+0000).
         tokens = [t for t in vocabulary if t and " " not in t and "\x00" not in t]
-        unk_token = tokenizer._tokens["unk_token"]
+        unk_token = next(token for token in specials if vocabulary[token] == self._unk_id)
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             tokens,
             suffix_indicator="##",
             # Words of more than 100 characters are [UNK] before; these bytes hold the rest.
-            max_bytes_per_word=4 * wordpiece_tokenizer._MAX_INPUT_CHARS_PER_WORD,
+            max_bytes_per_word=4 * wordpiece_tokenizer.MAX_INPUT_CHARS_PER_WORD,
             token_out_type=tf.string,
             unknown_token=unk_token,
             no_pretokenization=True,
@@ -303,7 +302,7 @@ class WordPieceGraphTokenizer(tf.Module):
         """The WordPiece ids of each word: a `(words, None)` ragged tensor."""
         too_long = (
             tf.strings.length(words, unit="UTF8_CHAR")
-            > wordpiece_tokenizer._MAX_INPUT_CHARS_PER_WORD
+            > wordpiece_tokenizer.MAX_INPUT_CHARS_PER_WORD
         )
         pieces = self._wordpiece.tokenize(tf.where(too_long, "", words))
         ids = tf.ragged.map_flat_values(self._vocabulary_table.lookup, pieces)

@@ -14,7 +14,7 @@ VOCABULARY_FILENAME = "vocab.txt"
 
 # Unicode White_Space characters that are not control characters: BERT turns them into " "
 # (the control ones, U+0009-U+000D and U+0085, are dropped, except tab, newline and return).
-_WHITESPACE = frozenset(
+WHITESPACE = frozenset(
     "\t\n\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(map(chr, range(0x2000, 0x200B)))
 )
 _CJK_RANGES = (
@@ -27,15 +27,17 @@ _CJK_RANGES = (
     (0xF900, 0xFAFF),
     (0x2F800, 0x2FA1F),
 )
-_MAX_INPUT_CHARS_PER_WORD = 100  # longer words are [UNK], as in BERT
+MAX_INPUT_CHARS_PER_WORD = 100  # longer words are [UNK], as in BERT
 _ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
-def _is_cjk(code_point):
+def is_cjk(code_point):
+    """Whether BERT puts spaces around the code point (a CJK ideograph)."""
     return any(low <= code_point <= high for low, high in _CJK_RANGES)
 
 
-def _is_punctuation(character):
+def is_punctuation(character):
+    """Whether BERT makes the character a word of its own (Unicode `P*`, any ASCII symbol)."""
     return character in _ASCII_PUNCTUATION or unicodedata.category(character).startswith("P")
 
 
@@ -188,6 +190,16 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
         """Whether the text is lower-cased (`do_lower_case`)."""
         return self._lowercase
 
+    @property
+    def strip_accents(self):
+        """Whether accents are stripped (`strip_accents`, or else `lowercase`)."""
+        return self._strip_accents
+
+    @property
+    def tokenize_chinese_chars(self):
+        """Whether each CJK ideograph is a word of its own."""
+        return self._tokenize_chinese_chars
+
     @classmethod
     def from_huggingface(cls, directory):
         """Reads a Hugging Face BERT tokenizer folder.
@@ -290,13 +302,13 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
         characters = []
         for character in text:
             code_point = ord(character)
-            if character in _WHITESPACE:
+            if character in WHITESPACE:
                 characters.append(" ")
             elif code_point == 0 or code_point == 0xFFFD:
                 continue
             elif unicodedata.category(character).startswith("C"):
                 continue
-            elif self._tokenize_chinese_chars and code_point >= 0x3400 and _is_cjk(code_point):
+            elif self._tokenize_chinese_chars and code_point >= 0x3400 and is_cjk(code_point):
                 characters += (" ", character, " ")
             else:
                 characters.append(character)
@@ -314,7 +326,7 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
         for chunk in self._normalize(segment).split(" "):
             start = 0
             for position, character in enumerate(chunk):
-                if _is_punctuation(character):
+                if is_punctuation(character):
                     if position > start:
                         yield chunk[start:position]
                     yield character
@@ -326,7 +338,7 @@ class WordPieceTokenizer(HuggingFacePythonTokenizer):
         """Greedy longest-match WordPiece ids of one word (`[UNK]` alone when it fails)."""
         ids = []
         start = 0
-        if len(word) > _MAX_INPUT_CHARS_PER_WORD:
+        if len(word) > MAX_INPUT_CHARS_PER_WORD:
             ids = [self._unk_id]
             start = len(word)
         while start < len(word):

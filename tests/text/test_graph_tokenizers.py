@@ -118,16 +118,16 @@ def test_wordpiece_graph_edges(folders):
     ids = graph.tokenize(EDGES).to_list()
     assert ids[0] == ids[1] == ids[2] == ids[3] == []  # empty and whitespace-only
     # 100 characters are spelled, 101 are one [UNK] (BERT's limit counts characters).
-    assert ids[8] == [python._vocabulary["a"]] + [python._vocabulary["##a"]] * 99
+    assert ids[8] == [python.vocabulary["a"]] + [python.vocabulary["##a"]] * 99
     assert ids[9] == [python.unk_id]
     # Accents stripped and lower-cased ("É" -> "e"), each CJK ideograph a word.
     assert graph.tokenize("É").numpy().tolist() == graph.tokenize("e").numpy().tolist()
     assert graph.tokenize("中文").numpy().tolist() == [
-        python._vocabulary["中"],
-        python._vocabulary["文"],
+        python.vocabulary["中"],
+        python.vocabulary["文"],
     ]
     # Punctuation is a word of its own; special tokens written in the text stay whole.
-    assert graph.tokenize("a!b").numpy().tolist() == [python._vocabulary[t] for t in "a!b"]
+    assert graph.tokenize("a!b").numpy().tolist() == [python.vocabulary[t] for t in "a!b"]
     assert graph.tokenize("[MASK]x").numpy().tolist()[0] == python.mask_id
 
 
@@ -231,7 +231,7 @@ def test_byte_pair_graph_detokenize_edges(gpt2_tokenizers):
     python = gpt2_tokenizers[False]
     graph = BytePairGraphTokenizer(python)
     end = python.end_id
-    byte_id = {byte: python._vocabulary[c] for byte, c in bytes_to_unicode().items()}
+    byte_id = {byte: python.vocabulary[c] for byte, c in bytes_to_unicode().items()}
     rows = [
         [5, 6, end, 7],  # stops at the end id
         [python.vocabulary_size + 3, -1, 5],  # ids no token has decode to nothing
