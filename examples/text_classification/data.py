@@ -15,6 +15,8 @@ import numpy as np
 
 DEFAULT_SST2_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sst2")
 # `"dev"` is GLUE's validation set; `"test"` is GLUE's test set, whose labels are hidden.
+# Both data sets' labels, by index.
+LABELS = ("negative", "positive")
 SST2_SPLITS = ("train", "dev", "test")
 IMDB_SPLITS = ("train", "test")
 

@@ -2,12 +2,15 @@
 
 Runs:
     python -m examples.text_classification.predict --model runs/sst2-quick/model "a witty film"
+    python -m examples.text_classification.predict --model runs/sst2-quick/serving "a witty film"
     python -m examples.text_classification.predict --model DIR --file reviews.txt
     echo "a dull, lifeless mess" | python -m examples.text_classification.predict --model D
 
 Prints one line per text, in order: the label, its probability and the text,
 separated by tabs. Texts come from the arguments, else from `--file` (one per
-line; `-` is standard input), else from standard input.
+line; `-` is standard input), else from standard input. `--model` takes the `model/`
+folder (Keras, any backend) or the `serving/` SavedModel (TensorFlow ops only: the
+tokenizer and the model in one graph, as a server runs it).
 """
 
 import argparse
@@ -15,11 +18,16 @@ import os
 import sys
 
 from examples.command_line import add_debug_flags, fail, load_saved_model
+from examples.text_classification.data import LABELS
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="the model/ folder written by train")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="the model/ folder written by train, or its serving/ SavedModel",
+    )
     parser.add_argument("texts", nargs="*", help="texts to classify (default: --file or stdin)")
     parser.add_argument("--file", default=None, help="one text per line; - for stdin")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -81,12 +89,32 @@ def predict(bundle, texts, batch_size=64):
     return results
 
 
+def is_saved_model(path):
+    return os.path.isfile(os.path.join(path, "saved_model.pb"))
+
+
+def predict_served(path, texts, batch_size=64, labels=LABELS):
+    """`predict` with the SavedModel `export_serving` wrote: strings in, in TensorFlow alone."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 - registers the tokenizers' ops
+
+    served = tf.saved_model.load(path)
+    results = []
+    for start in range(0, len(texts), batch_size):
+        outputs = served.serve(tf.constant(texts[start : start + batch_size]))
+        for label, row in zip(outputs["label"].numpy(), outputs["probabilities"].numpy()):
+            results.append((labels[int(label)], float(row[label])))
+    return results
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         texts = read_texts(args)
-        bundle = load_classifier(args.model)
-        results = predict(bundle, texts, args.batch_size)
+        if is_saved_model(args.model):
+            results = predict_served(args.model, texts, args.batch_size)
+        else:
+            results = predict(load_classifier(args.model), texts, args.batch_size)
     except (ValueError, OSError) as error:
         fail(error, args.debug)
     for text, (label, probability) in zip(texts, results):

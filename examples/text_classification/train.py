@@ -63,7 +63,7 @@ from examples.text_classification.evaluation import classify, scores_for
 from examples.text_classification.schedule import WARMUP_FRACTION, fine_tuning_optimizer
 from keras_transformer.models.device import choose_precision, detect_device
 
-LABELS = ("negative", "positive")
+LABELS = data.LABELS
 FULL_SST2 = dict(
     vocabulary_size=8000,
     preset="tiny",

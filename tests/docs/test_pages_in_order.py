@@ -112,10 +112,14 @@ def written_and_read(block):
     if block.language == "bash":
         for arguments in commands(block.code):
             output = None
-            # Ours, and the converters' (CTranslate2's `--output_dir`).
-            flag = next((f for f in ("--output-dir", "--output_dir") if f in arguments), None)
+            # Ours, the converters' (CTranslate2's `--output_dir`), the downloaders' (`hf
+            # download --local-dir`, `pip download -d`).
+            flags = ("--output-dir", "--output_dir", "--local-dir", "-d")
+            flag = next((f for f in flags if f in arguments), None)
             if flag:
                 output = arguments[arguments.index(flag) + 1]
+            elif arguments[1:4] == ["-m", "zipfile", "-e"]:
+                output = arguments[-1]  # `python -m zipfile -e ARCHIVE FOLDER`
             elif "-m" in arguments and arguments[-1] != "-m":
                 output = default_output(arguments)
             if output:
@@ -214,6 +218,14 @@ model = load_pretrained("runs/multi30k-quick/model")
 ```bash
 python -m examples.text_classification.train --output-dir runs/mine
 python -m examples.text_classification.predict --model runs/mine/model "fine"
+```
+
+```bash
+pip download --no-deps some-model==1.0 -d runs/wheels
+python -m zipfile -e runs/wheels/some_model.whl runs/unzipped
+hf download some/model --local-dir runs/model
+python -m examples.text_classification.train --init-from runs/unzipped --output-dir runs/a
+python -m examples.text_classification.train --init-from runs/model --output-dir runs/b
 ```
 """
 

@@ -261,6 +261,10 @@ def test_serving_export_classifies_like_the_predict_command(trained):
     assert [["negative", "positive"][i] for i in served["label"]] == [e[0] for e in expected]
     probabilities = [max(row) for row in served["probabilities"]]
     np.testing.assert_allclose(probabilities, [p for _, p in expected], atol=1e-5)
+    # The predict command reads the SavedModel too, with the same labels and probabilities.
+    from_served = predict.predict_served(str(output / "serving"), texts, batch_size=2)
+    assert [label for label, _ in from_served] == [label for label, _ in expected]
+    np.testing.assert_allclose([p for _, p in from_served], [p for _, p in expected], atol=1e-5)
 
 
 def _bert_folder(directory):
