@@ -20,7 +20,18 @@ from keras_transformer.validation import check_positive_int
 EXTRA_LENGTH = 50
 
 
-def _make_generate_fn(options, prefill):
+def make_search_fn(options, prefill=0):
+    """The traceable body of `generate_lm` for the checked `options`.
+
+    Returns a function `(model, sequences, prompt_lengths, limits, runtime) ->
+    (sequences, scores, num_columns)`: `sequences` is `(batch, 1 + cache_length)`
+    holding each row's prompt then `pad_id`s, `prompt_lengths` and `limits` are
+    `(batch,)` int32 (each row's prompt length and total length, prompt included)
+    and `runtime` is `options.runtime` as tensors. The first `prefill` columns
+    (every row's prompt covers them) are fed in one pass. Used by `generate_lm` and
+    by `keras_transformer.saving.export_serving`, which traces it into a SavedModel
+    with `prefill=0` (its prompts' lengths are known only when it runs).
+    """
     copies = options.copies
 
     def generate_fn(model, sequences, prompt_lengths, limits, runtime):
@@ -154,7 +165,7 @@ def generate_lm(
     return run_generation(
         model,
         ("lm", prefill),
-        lambda: _make_generate_fn(options, prefill),
+        lambda: make_search_fn(options, prefill),
         jit_compile,
         (sequences, prompt_lengths, limits.astype("int32")),
         options,

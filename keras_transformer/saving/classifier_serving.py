@@ -22,7 +22,10 @@ def make_classify_fn(model, tokenizer, max_length=None, head_fraction=None):
 
     Args:
         model: a `TransformerClassifier`.
-        tokenizer: the `SubwordTokenizer` the model was trained with.
+        tokenizer: the tokenizer the model was trained with, one of TensorFlow ops
+            (a `SubwordTokenizer`, a `MarianTokenizer`, or the graph version of a
+            `WordPieceTokenizer` or `BytePairTokenizer`, which `export_serving`
+            makes).
         max_length: int >= 3, the longest row (start and end ids included); use the
             value the model was trained with. Defaults to `None`, meaning `256`
             (`make_classification_dataset`'s default).

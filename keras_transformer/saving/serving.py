@@ -12,23 +12,40 @@ import keras
 from keras_transformer.generation.decoding import GenerationOptions, check_positive_int
 from keras_transformer.generation.seq2seq import EXTRA_LENGTH, make_search_fn
 from keras_transformer.models.transformer_classifier import TransformerClassifier
+from keras_transformer.models.transformer_lm import TransformerLM
 from keras_transformer.saving.atomic import write_directory
 from keras_transformer.saving.classifier_serving import make_classify_fn
+from keras_transformer.saving.language_model_serving import make_generate_fn
+from keras_transformer.text.byte_pair_graph import BytePairGraphTokenizer
+from keras_transformer.text.byte_pair_tokenizer import BytePairTokenizer
 from keras_transformer.text.marian_tokenizer import MarianTokenizer
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.text.translation_dataset import tokenize_source
+from keras_transformer.text.wordpiece_graph import WordPieceGraphTokenizer
+from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
 
-# Tokenizers made of TensorFlow ops, which a SavedModel can hold (WordPiece and byte-level BPE
-# run in Python).
+# Tokenizers made of TensorFlow ops, which a SavedModel can hold.
 TRACEABLE_TOKENIZERS = (SubwordTokenizer, MarianTokenizer)
+# Tokenizers that run in Python, and their TensorFlow-ops versions, which the SavedModel holds.
+GRAPH_TOKENIZERS = {
+    WordPieceTokenizer: WordPieceGraphTokenizer,
+    BytePairTokenizer: BytePairGraphTokenizer,
+}
 
 SERVING_ENDPOINT = "serve"
 
-TRANSLATION, CLASSIFICATION = "translation", "classification"
+TRANSLATION, CLASSIFICATION, LANGUAGE_MODEL = "translation", "classification", "language"
 # The keyword arguments of `export_serving` that only one model kind uses.
 KIND_ARGUMENTS = {
     TRANSLATION: ("beam_size", "length_penalty", "max_source_length"),
     CLASSIFICATION: ("max_length", "head_fraction"),
+    LANGUAGE_MODEL: ("max_new_tokens", "max_prompt_length"),
+}
+# The tokenizers each model kind can be served with.
+KIND_TOKENIZERS = {
+    TRANSLATION: (SubwordTokenizer, MarianTokenizer),
+    CLASSIFICATION: (SubwordTokenizer, MarianTokenizer, WordPieceTokenizer, BytePairTokenizer),
+    LANGUAGE_MODEL: (SubwordTokenizer, BytePairTokenizer),
 }
 DEFAULT_BEAM_SIZE = 4
 DEFAULT_LENGTH_PENALTY = 0.6
@@ -52,6 +69,8 @@ def export_serving(
     *,
     max_length=None,
     head_fraction=None,
+    max_new_tokens=None,
+    max_prompt_length=None,
 ):
     """Exports a model with its tokenizer as a SavedModel that takes raw text.
 
@@ -73,10 +92,27 @@ def export_serving(
       with `max_length` and `head_fraction` (give the values used with
       [`make_classification_dataset`][keras_transformer.text.make_classification_dataset] in
       training), and the probabilities are the softmax of the logits, in float32. `label` is
-      their arg-max (the lowest class on a tie).
+      their arg-max (the lowest class on a tie). A BERT model's token types are all 0,
+      as `model.predict` gives them to ids alone.
+    - a [`TransformerLM`][keras_transformer.models.TransformerLM] returns
+      `{"texts": tf.string tensor}` of the same length: each prompt's greedy continuation
+      (the new text only), at most `max_new_tokens` tokens, ending at the tokenizer's end
+      id, as [`TransformerLM.generate`][keras_transformer.models.TransformerLM.generate]
+      gives it and the tokenizer's `detokenize` reads it. A prompt is its ids alone (no
+      start id, as GPT-2's tokenizer encodes it), its last `max_prompt_length` ids when
+      longer; an empty prompt starts from the start id alone (GPT-2's `<|endoftext|>`).
+      The search runs as a TensorFlow graph without XLA.
+
+    A [`WordPieceTokenizer`][keras_transformer.text.WordPieceTokenizer] (BERT) or a
+    [`BytePairTokenizer`][keras_transformer.text.BytePairTokenizer] (GPT-2) runs in
+    Python; the SavedModel holds its TensorFlow-ops version
+    (`keras_transformer.text.wordpiece_graph.WordPieceGraphTokenizer`,
+    `keras_transformer.text.byte_pair_graph.BytePairGraphTokenizer`), which gives the same
+    ids (the one difference: bytes that are not UTF-8, which the Python tokenizers refuse,
+    are read as `decode("utf-8", errors="replace")` reads them).
 
     Loading needs TensorFlow and `import tensorflow_text` (for the SentencePiece
-    ops), not `keras_transformer`:
+    and WordPiece ops), not `keras_transformer`:
 
     ```python
     import tensorflow as tf
@@ -96,18 +132,22 @@ def export_serving(
     next export cleans up what a killed one left. Directories and files get the
     modes `mkdir` and `open` give under the process umask.
 
-    Arguments of the other model kind are refused with a `ValueError` (e.g.
+    Arguments of another model kind are refused with a `ValueError` (e.g.
     `beam_size` for a classifier), rather than ignored.
 
     Args:
-        model: a `Seq2SeqTransformer` or a `TransformerClassifier` (TensorFlow
-            backend).
-        tokenizer: the
-            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer] the
-            model was trained with (for a translation model: for both
-            languages), or the
-            [`MarianTokenizer`][keras_transformer.text.MarianTokenizer] of a
-            model from a MarianMT folder.
+        model: a `Seq2SeqTransformer`, a `TransformerClassifier` or a
+            `TransformerLM` (TensorFlow backend).
+        tokenizer: the tokenizer the model was trained with: a
+            [`SubwordTokenizer`][keras_transformer.text.SubwordTokenizer] (for a
+            translation model: for both languages), or the tokenizer of a Hugging
+            Face folder: a
+            [`MarianTokenizer`][keras_transformer.text.MarianTokenizer]
+            (translation, classification), a
+            [`WordPieceTokenizer`][keras_transformer.text.WordPieceTokenizer]
+            (classification) or a
+            [`BytePairTokenizer`][keras_transformer.text.BytePairTokenizer]
+            (classification, language model).
         directory: str or path of the SavedModel directory to write.
         beam_size: int, translation only: beams per sentence; `1` searches
             greedily. Defaults to `None`, meaning `4`.
@@ -123,14 +163,23 @@ def export_serving(
         head_fraction: float in `[0, 1]`, classification only (keyword-only):
             the share of a cut text's pieces taken from its beginning. Defaults
             to `None`, meaning `0.25`.
+        max_new_tokens: int >= 1, language model only (keyword-only): the most
+            tokens generated per prompt, the end token included. Defaults to
+            `None`, meaning `50` (`generate`'s default).
+        max_prompt_length: int >= 1, language model only (keyword-only): the
+            longest prompt in ids; longer prompts keep their last ids. Defaults
+            to `None`, meaning `128`, or with learned positions (GPT-2) at most
+            `max_sequence_length + 1 - max_new_tokens`, which an explicit value
+            may not exceed either.
 
     Returns:
         The directory, as a `pathlib.Path`.
 
     Raises:
-        ValueError: on another backend than TensorFlow, for another model or
-            tokenizer class, an argument of the other model kind, a bad size,
-            or a tokenizer whose vocabulary differs from the model's.
+        ValueError: on another backend than TensorFlow, for another model
+            class or a tokenizer class the model kind cannot be served with, an
+            argument of another model kind, a bad size, or a tokenizer whose
+            vocabulary differs from the model's.
         FileExistsError: when `directory` exists and `overwrite` is `False`.
 
     Example:
@@ -156,7 +205,7 @@ def export_serving(
     >>> outputs["translations"].shape  # doctest: +SKIP
     TensorShape([2])
 
-    An argument of the other model kind is refused before anything is
+    An argument of another model kind is refused before anything is
     traced:
 
     >>> export_serving(model, tokenizer, tempfile.mkdtemp(), max_length=64)
@@ -171,17 +220,15 @@ def export_serving(
             "the model with `load_pretrained`, and export from there."
         )
     kind = _model_kind(model)
-    if not isinstance(tokenizer, TRACEABLE_TOKENIZERS):
-        raise ValueError(
-            "`tokenizer` must be a `SubwordTokenizer` or a `MarianTokenizer` (a SavedModel "
-            f"holds their TensorFlow ops). Received: {type(tokenizer).__name__}."
-        )
+    _check_tokenizer(tokenizer, kind, model)
     given = {
         "beam_size": beam_size,
         "length_penalty": length_penalty,
         "max_source_length": max_source_length,
         "max_length": max_length,
         "head_fraction": head_fraction,
+        "max_new_tokens": max_new_tokens,
+        "max_prompt_length": max_prompt_length,
     }
     for name, value in given.items():
         if value is not None and name not in KIND_ARGUMENTS[kind]:
@@ -190,26 +237,58 @@ def export_serving(
                 f"Received: {name}={value!r}. Its arguments are "
                 f"{', '.join(f'`{other}`' for other in KIND_ARGUMENTS[kind])}."
             )
+    graph_tokenizer = _graph_tokenizer(tokenizer)
     if kind == TRANSLATION:
         endpoint = _translation_endpoint(
             model, tokenizer, beam_size, length_penalty, max_source_length
         )
+    elif kind == CLASSIFICATION:
+        endpoint = make_classify_fn(model, graph_tokenizer, max_length, head_fraction)
     else:
-        endpoint = make_classify_fn(model, tokenizer, max_length, head_fraction)
+        endpoint = make_generate_fn(model, graph_tokenizer, max_new_tokens, max_prompt_length)
     directory = pathlib.Path(directory)
     if directory.exists() and not overwrite:
         raise FileExistsError(f"'{directory}' exists; pass `overwrite=True` to replace it.")
-    return _write_archive(directory, endpoint, tracked=(model, tokenizer))
+    return _write_archive(directory, endpoint, tracked=(model, graph_tokenizer))
 
 
 def _model_kind(model):
     if isinstance(model, TransformerClassifier):
         return CLASSIFICATION
+    if isinstance(model, TransformerLM):
+        return LANGUAGE_MODEL
     if all(hasattr(model, name) for name in ("encode", "decode_step", "initial_cache")):
         return TRANSLATION
     raise ValueError(
-        "`model` must be a `Seq2SeqTransformer` (an encoder-decoder translation model) or a "
-        f"`TransformerClassifier`. Received: {type(model).__name__}."
+        "`model` must be a `Seq2SeqTransformer` (an encoder-decoder translation model), a "
+        f"`TransformerClassifier` or a `TransformerLM`. Received: {type(model).__name__}."
+    )
+
+
+def _graph_tokenizer(tokenizer):
+    """The tokenizer of TensorFlow ops that gives `tokenizer`'s ids (itself if it is one)."""
+    for python_class, graph_class in GRAPH_TOKENIZERS.items():
+        if isinstance(tokenizer, python_class):
+            return graph_class(tokenizer)
+    return tokenizer
+
+
+def _check_tokenizer(tokenizer, kind, model):
+    allowed = KIND_TOKENIZERS[kind]
+    if isinstance(tokenizer, allowed):
+        return
+    names = [f"`{cls.__name__}`" for cls in allowed]
+    reasons = {
+        TRANSLATION: "a SavedModel holds their TensorFlow ops",
+        CLASSIFICATION: "a SavedModel holds their TensorFlow ops, or those of "
+        "`WordPieceGraphTokenizer` and `BytePairGraphTokenizer`",
+        LANGUAGE_MODEL: "the continuations are detokenized in the graph, by TensorFlow ops "
+        "or those of `BytePairGraphTokenizer`",
+    }
+    raise ValueError(
+        f"`tokenizer` must be a {', a '.join(names[:-1])} or a {names[-1]} for a "
+        f"{type(model).__name__} ({kind} model): {reasons[kind]}. "
+        f"Received: {type(tokenizer).__name__}."
     )
 
 

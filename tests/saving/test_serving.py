@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from examples.translation.translator import translate
-from keras_transformer.models import Seq2SeqTransformer, TransformerLM
+from keras_transformer.models import MaskedLM, Seq2SeqTransformer
 from keras_transformer.saving import export_serving
 from tests.harness import without_gc_collect
 from tests.saved_model_loader import load_all_in_fresh_process
@@ -120,14 +120,14 @@ def test_failed_export_keeps_the_previous_one(tmp_path, tokenizer, monkeypatch):
     [
         ({"beam_size": 0}, "`beam_size` must be a positive integer"),
         ({"max_source_length": 1}, "`max_source_length` must be at least 2"),
-        ({"model": "lm"}, "`model` must be a `Seq2SeqTransformer`"),
+        ({"model": "masked_lm"}, "`model` must be a `Seq2SeqTransformer`"),
         ({"model": "other_vocabulary"}, "The tokenizer has 80 ids but the model predicts 90"),
         ({"tokenizer": "not a tokenizer"}, "`tokenizer` must be a `SubwordTokenizer`"),
     ],
 )
 def test_bad_arguments(tmp_path, tokenizer, change, match):
     models = {
-        "lm": TransformerLM(80, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32),
+        "masked_lm": MaskedLM(80, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32),
         "other_vocabulary": Seq2SeqTransformer(
             90, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
             intermediate_dim=32,
