@@ -584,14 +584,11 @@ def run(args, argv):
         "  predict: python -m examples.text_classification.predict "
         f'--model {directory} "a gorgeous, witty film"'
     )
-    if keras.backend.backend() == "tensorflow" and isinstance(tokenizer, SubwordTokenizer):
+    if keras.backend.backend() == "tensorflow":
         serving = export_serving(
             model, tokenizer, os.path.join(args.output_dir, "serving"), max_length=args.max_length
         )
         print(f"exported a SavedModel (strings in, label and probabilities out) to {serving}")
-    elif keras.backend.backend() == "tensorflow":
-        # WordPiece runs in Python (tf.py_function), which a SavedModel cannot hold.
-        print(f"no SavedModel: the {type(tokenizer).__name__} runs in Python; serve model/")
     print(f"total time {(time.time() - started) / 60:.1f} min")
     print(json.dumps({"scores": scores}))
     return scores

@@ -305,3 +305,9 @@ def test_fine_tune_a_hugging_face_bert_folder(tiny_sst2, tmp_path):
     assert 0 <= scores["dev"]["accuracy"] <= 1
     tuned = load_pretrained(tmp_path / "tuned" / "model")
     assert type(tuned.tokenizer).__name__ == "WordPieceTokenizer"
+    # Its SavedModel holds the WordPiece tokenizer in TensorFlow ops and classifies alike.
+    texts = ["a gorgeous , witty , seductive movie .", "Crème brûlée: NAÏVE!", "x " * 200]
+    expected = predict.predict(tuned, texts)
+    served = predict.predict_served(str(tmp_path / "tuned" / "serving"), texts)
+    assert [label for label, _ in served] == [label for label, _ in expected]
+    np.testing.assert_allclose([p for _, p in served], [p for _, p in expected], atol=1e-5)
