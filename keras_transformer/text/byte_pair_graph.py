@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.text import byte_pair_tokenizer
+from keras_transformer.text.graph_tokenizer import GraphTokenizer
 from keras_transformer.text.python_tokenizer import ids_rank_2
 from keras_transformer.text.special_token_splitter import SpecialTokenSplitter
 
@@ -79,7 +80,7 @@ def _table(keys, values, key_dtype, value_dtype, default):
     )
 
 
-class BytePairGraphTokenizer(tf.Module):
+class BytePairGraphTokenizer(GraphTokenizer):
     """A `BytePairTokenizer`'s `tokenize` and `detokenize` in TensorFlow ops.
 
     It gives the ids of
@@ -135,10 +136,7 @@ class BytePairGraphTokenizer(tf.Module):
             raise ValueError(
                 f"`tokenizer` must be a `BytePairTokenizer`. Received: {type(tokenizer).__name__}."
             )
-        super().__init__(name=name)
-        self._vocabulary_size = tokenizer.vocabulary_size
-        self._pad_id, self._unk_id = tokenizer.pad_id, tokenizer.unk_id
-        self._start_id, self._end_id = tokenizer.start_id, tokenizer.end_id
+        super().__init__(tokenizer, name=name)
         self._add_prefix_space = tokenizer.add_prefix_space
         vocabulary = tokenizer.vocabulary
         specials = tokenizer.special_tokens
@@ -177,54 +175,6 @@ class BytePairGraphTokenizer(tf.Module):
         skipped = np.zeros(self._vocabulary_size, bool)
         skipped[[vocabulary[token] for token in specials]] = True
         self._skipped = tf.constant(skipped)
-
-    @property
-    def vocabulary_size(self):
-        """Number of ids, as the `BytePairTokenizer`'s."""
-        return self._vocabulary_size
-
-    @property
-    def pad_id(self):
-        """The id batches are padded with (`<|endoftext|>` for GPT-2)."""
-        return self._pad_id
-
-    @property
-    def unk_id(self):
-        """The unknown token's id (`<|endoftext|>` for GPT-2)."""
-        return self._unk_id
-
-    @property
-    def start_id(self):
-        """The start token's id (`<|endoftext|>` for GPT-2)."""
-        return self._start_id
-
-    @property
-    def end_id(self):
-        """The end token's id (`<|endoftext|>` for GPT-2); `detokenize` stops at it."""
-        return self._end_id
-
-    def tokenize(self, inputs):
-        """Splits strings into ids (GPT-2 adds no special ids).
-
-        Args:
-            inputs: a str, a list of str, or a `tf.string` tensor of rank 0 or 1.
-
-        Returns:
-            int32 ids: a 1-D `tf.Tensor` for a single string, a `tf.RaggedTensor`
-            of shape `(batch, None)` for a batch.
-
-        Raises:
-            ValueError: for `inputs` of another rank.
-        """
-        texts = tf.convert_to_tensor(inputs, dtype=tf.string)
-        if texts.shape.rank not in (0, 1):
-            raise ValueError(
-                "`inputs` must be a str, a list of str or a `tf.string` tensor of rank 0 or 1. "
-                f"Received: shape={texts.shape}"
-            )
-        if texts.shape.rank == 0:
-            return self._ids(tf.expand_dims(texts, 0))[0]
-        return self._ids(texts)
 
     def detokenize(self, ids):
         """Turns ids back into text, as `BytePairTokenizer.detokenize`.

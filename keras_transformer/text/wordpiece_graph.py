@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.text import wordpiece_tokenizer
+from keras_transformer.text.graph_tokenizer import GraphTokenizer
 from keras_transformer.text.special_token_splitter import SpecialTokenSplitter
 
 _SPACE = ord(" ")
@@ -101,7 +102,7 @@ def _expand(code_points, choices):
     )
 
 
-class WordPieceGraphTokenizer(tf.Module):
+class WordPieceGraphTokenizer(GraphTokenizer):
     """A `WordPieceTokenizer`'s `tokenize` in TensorFlow ops, which a SavedModel holds.
 
     It gives the ids of
@@ -158,10 +159,7 @@ class WordPieceGraphTokenizer(tf.Module):
             )
         import tensorflow_text as tf_text
 
-        super().__init__(name=name)
-        self._vocabulary_size = tokenizer.vocabulary_size
-        self._pad_id, self._unk_id = tokenizer.pad_id, tokenizer.unk_id
-        self._start_id, self._end_id = tokenizer.start_id, tokenizer.end_id
+        super().__init__(tokenizer, name=name)
         self._lowercase = tokenizer.lowercase
         self._strip_accents = tokenizer.strip_accents
         self._tokenize_chinese_chars = tokenizer.tokenize_chinese_chars
@@ -194,54 +192,6 @@ class WordPieceGraphTokenizer(tf.Module):
             ),
             default_value=tf.constant(self._unk_id, tf.int32),
         )
-
-    @property
-    def vocabulary_size(self):
-        """Number of ids, as the `WordPieceTokenizer`'s."""
-        return self._vocabulary_size
-
-    @property
-    def pad_id(self):
-        """The id of `[PAD]`."""
-        return self._pad_id
-
-    @property
-    def unk_id(self):
-        """The id of `[UNK]`."""
-        return self._unk_id
-
-    @property
-    def start_id(self):
-        """The id of `[CLS]`."""
-        return self._start_id
-
-    @property
-    def end_id(self):
-        """The id of `[SEP]`."""
-        return self._end_id
-
-    def tokenize(self, inputs):
-        """Splits strings into ids, without `[CLS]` and `[SEP]` (the pipelines add those).
-
-        Args:
-            inputs: a str, a list of str, or a `tf.string` tensor of rank 0 or 1.
-
-        Returns:
-            int32 ids: a 1-D `tf.Tensor` for a single string, a `tf.RaggedTensor`
-            of shape `(batch, None)` for a batch.
-
-        Raises:
-            ValueError: for `inputs` of another rank.
-        """
-        texts = tf.convert_to_tensor(inputs, dtype=tf.string)
-        if texts.shape.rank not in (0, 1):
-            raise ValueError(
-                "`inputs` must be a str, a list of str or a `tf.string` tensor of rank 0 or 1. "
-                f"Received: shape={texts.shape}"
-            )
-        if texts.shape.rank == 0:
-            return self._ids(tf.expand_dims(texts, 0))[0]
-        return self._ids(texts)
 
     def _ids(self, texts):
         segments, special_ids = self._splitter(texts)
