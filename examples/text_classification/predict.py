@@ -99,9 +99,15 @@ def predict_served(path, texts, batch_size=64, labels=LABELS):
     import tensorflow_text  # noqa: F401 - registers the tokenizers' ops
 
     served = tf.saved_model.load(path)
+    if not hasattr(served, "serve"):
+        raise ValueError(f"'{path}' is a SavedModel without the `serve` of `export_serving`")
     results = []
     for start in range(0, len(texts), batch_size):
         outputs = served.serve(tf.constant(texts[start : start + batch_size]))
+        if "label" not in outputs:
+            raise ValueError(
+                f"'{path}' is not a classifier's SavedModel: it returns {sorted(outputs)}"
+            )
         for label, row in zip(outputs["label"].numpy(), outputs["probabilities"].numpy()):
             results.append((labels[int(label)], float(row[label])))
     return results

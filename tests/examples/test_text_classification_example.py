@@ -103,11 +103,14 @@ def test_predict_command_rejects_bad_input_in_one_line(trained, tmp_path, capsys
     model = str(output / "model")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n \n", encoding="utf-8")
+    broken = tmp_path / "serving"
+    broken.mkdir()
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
     for args, fragments in (
         (["--model", model, "--file", str(empty)], ["no text to classify"]),
         (["--model", model, "--file", str(tmp_path / "missing.txt")], ["does not exist"]),
         (["--model", str(output), "a film"], ["run folder", "model"]),
-        (["--model", str(output / "serving"), "a film"], ["SavedModel"]),
+        (["--model", str(broken), "a film"], ["Cannot parse", "saved_model.pb"]),
         (["--model", str(tmp_path / "nothing"), "a film"], ["nothing"]),
     ):
         assert_one_line_error(run_main(predict.main, *args, capsys=capsys), *fragments)
