@@ -261,14 +261,14 @@ def defaults_for(args):
 
 
 def describe_defaults(args):
-    """One line: which recipe gave the defaults and the values it gave."""
+    """Which recipe gave the defaults and the values it gave, in two lines."""
     if args.init_from is None or not is_huggingface_folder(args.init_from):
         return None
     return (
-        f"fine-tuning recipe of a published checkpoint (BERT's): learning rate "
-        f"{args.learning_rate:g} with warmup over {args.warmup_fraction:.0%} of the steps, "
+        f"BERT's fine-tuning recipe (each flag overrides): peak learning rate "
+        f"{args.learning_rate:g},\n  warmup over {args.warmup_fraction:.0%} of the steps, "
         f"{args.epochs} epochs, batches of {args.batch_size}, at most {args.max_length} ids, "
-        "the checkpoint's dropout (each flag overrides)"
+        "the checkpoint's dropout"
     )
 
 
@@ -332,8 +332,8 @@ def make_model(args, tokenizer, pretrained):
                 **dropout,
             )
         print(
-            f"model: encoder of '{args.init_from}' ({model.count_params():,} parameters "
-            f"with the new head), precision={precision} ({reason})"
+            f"model: encoder of '{args.init_from}', {model.count_params():,} parameters with "
+            f"the new head\nprecision: {precision} ({reason})"
         )
         return model
     overrides = {**args.overrides, "pooling": args.pooling}
