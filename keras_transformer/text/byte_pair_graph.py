@@ -225,11 +225,7 @@ class BytePairGraphTokenizer(GraphTokenizer):
         symbols = self._merge(self._byte_symbols_of(pieces.flat_values))
         piece_ids = tf.ragged.map_flat_values(self._vocabulary_table.lookup, symbols)
         piece_ids = pieces.with_flat_values(piece_ids).merge_dims(1, 2)
-        first = tf.RaggedTensor.from_row_lengths(
-            tf.boolean_mask(flat_ids, is_special), tf.cast(is_special, tf.int64), validate=False
-        )
-        ids = tf.concat([first, piece_ids], axis=1)
-        return segments.with_flat_values(ids).merge_dims(1, 2)
+        return self._joined(segments, flat_ids, is_special, piece_ids)
 
     def _pieces(self, texts):
         """GPT-2's pre-tokenised pieces of each text: a `(texts, None)` ragged of strings."""

@@ -71,3 +71,20 @@ class GraphTokenizer(tf.Module):
 
     def _ids(self, texts):
         raise NotImplementedError
+
+    @staticmethod
+    def _joined(segments, special_ids, is_special, piece_ids):
+        """Each text's ids: per segment, its special token's id or its pieces' ids.
+
+        Args:
+            segments: `(texts, None)` ragged, the texts split around special tokens.
+            special_ids: int32, one per segment: its special token's id, or -1.
+            is_special: bool, one per segment: `special_ids >= 0`.
+            piece_ids: `(segments, None)` ragged ids of the segments' pieces (none for a
+                special segment).
+        """
+        first = tf.RaggedTensor.from_row_lengths(
+            tf.boolean_mask(special_ids, is_special), tf.cast(is_special, tf.int64), validate=False
+        )
+        ids = tf.concat([first, piece_ids], axis=1)
+        return segments.with_flat_values(ids).merge_dims(1, 2)

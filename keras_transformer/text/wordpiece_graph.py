@@ -201,11 +201,7 @@ class WordPieceGraphTokenizer(GraphTokenizer):
         words = self._words(plain)
         pieces = self._word_ids(words.flat_values)
         pieces = words.with_flat_values(pieces).merge_dims(1, 2)
-        first = tf.RaggedTensor.from_row_lengths(
-            tf.boolean_mask(flat_ids, is_special), tf.cast(is_special, tf.int64), validate=False
-        )
-        ids = tf.concat([first, pieces], axis=1)
-        return segments.with_flat_values(ids).merge_dims(1, 2)
+        return self._joined(segments, flat_ids, is_special, pieces)
 
     def _class_of(self, code_points):
         runs = tf.searchsorted(self._class_starts, code_points, side="right") - 1
